@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo.h: the CPU collective algorithms. They see only a context (rank,
+ * world, transport calls, a deadline, scratch) and never a socket.
+ *
+ * Every algorithm runs in place on host memory in a "work dtype" that the
+ * CPU backend chose (I8/U8 SUM/AVG arrive widened to I32); op is one of SUM,
+ * PROD, MAX, MIN (the backend turns AVG into SUM and scales afterwards).
+ * Float results are bit-identical on every rank: each element is combined in
+ * one order, on one rank, and then copied.
+ *
+ * On any failure an algorithm aborts the transport if a request could still
+ * be pending (so no buffer is touched after it returns), reaps every request
+ * it posted, and returns the first error with a sentence in coll_last_error().
+ * One thread per context. */
+#ifndef COLL_ALGO_ALGO_H
+#define COLL_ALGO_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+#include "transport/transport.h"
+
+/* Tags: bit 31 set (COLL_TAG_RESERVED), then the low 20 bits of the comm's
+ * collective sequence number, then an 11-bit phase chosen by the algorithm.
+ * Messages of different collectives never match each other. */
+#define COLL_ALGO_TAG(seq, phase) \
+  (COLL_TAG_RESERVED | (((uint32_t)(seq)&0xFFFFFu) << 11) | ((uint32_t)(phase)&0x7FFu))
+
+/* A per-comm scratch area, grown on demand and reused (no malloc per
+ * message on the hot path). */
+typedef struct coll_scratch {
+  void *ptr;
+  size_t cap;
+} coll_scratch_t;
+
+/* Returns scratch of at least `bytes` (64-byte aligned), or NULL with
+ * COLL_ERR_NO_MEMORY recorded. */
+void *coll__scratch_get(coll_scratch_t *s, size_t bytes);
+void coll__scratch_free(coll_scratch_t *s);
+
+typedef struct coll_algo_ctx {
+  coll_transport_t *t;
+  int rank;
+  int world;
+  int64_t deadline_ms; /* absolute (coll__now_ms); < 0: none */
+  uint32_t seq;        /* this collective's sequence number on the comm */
+  coll_scratch_t *scratch;
+  size_t seg_bytes;    /* ring pipeline segment (> 0) */
+} coll_algo_ctx_t;
+
+/* The descriptor every rank must agree on for one collective. */
+typedef struct coll_desc {
+  uint32_t kind; /* coll_work_kind_t */
+  int32_t dtype;
+  int32_t op;
+  int32_t root;
+  uint64_t count;
+} coll_desc_t;
+
+/* Checks that every rank passed the same descriptor. Recursive doubling over
+ * the 24-byte descriptor plus a "mismatch seen" flag, so every rank learns of
+ * any disagreement in ceil(log2 n) (+2) steps with a fixed message pattern.
+ * Returns COLL_ERR_LENGTH_MISMATCH on every rank if any two differ, with a
+ * text naming what differs and a rank that differs. */
+coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
+
+/* Allreduce of count elements of dt in place on buf. */
+coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
+                                   size_t count, coll_dtype_t dt,
+                                   coll_op_t op);
+coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
+                                 size_t count, coll_dtype_t dt, coll_op_t op);
+/* buf holds world*count elements; on return block `rank` holds its reduced
+ * block (other blocks hold partial sums: scratch for the caller). */
+coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,
+                                        size_t count, coll_dtype_t dt,
+                                        coll_op_t op);
+/* buf holds world blocks of `block_bytes`; block `rank` is filled in; on
+ * return every block is. */
+coll_status_t coll__allgather_ring(const coll_algo_ctx_t *ctx, void *buf,
+                                   size_t block_bytes);
+/* Broadcast of `bytes` at buf from root (pipelined chain or binomial tree by
+ * size). */
+coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
+                              size_t bytes, int root);
+/* Reduce count elements in place on buf; the result is valid on root only. */
+coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
+                           coll_dtype_t dt, coll_op_t op, int root);
+coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);
+
+#endif

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* abort.c: refcounted abort handles, usable from any thread at any time. */
+#include <stdlib.h>
+
+#include "core/comm.h"
+
+coll_status_t coll__abort_handle_new(coll_abort_handle_t **out) {
+  coll_abort_handle_t *h = calloc(1, sizeof *h);
+  if (h == NULL) return coll__err(COLL_ERR_NO_MEMORY, "abort handle: out of memory");
+  if (uv_mutex_init(&h->guard) != 0) {
+    free(h);
+    return coll__err(COLL_ERR_SYSTEM, "abort handle: cannot create a mutex");
+  }
+  atomic_init(&h->refs, 1);
+  atomic_init(&h->aborted, 0);
+  atomic_init(&h->claimed, 0);
+  h->comm = NULL;
+  *out = h;
+  return COLL_OK;
+}
+
+void coll__abort_handle_ref(coll_abort_handle_t *h) {
+  atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+}
+
+void coll_abort_handle_release(coll_abort_handle_t *h) {
+  if (h == NULL) return;
+  if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+    uv_mutex_destroy(&h->guard);
+    free(h);
+  }
+}
+
+coll_status_t coll_comm_abort_handle(coll_comm_t *c, coll_abort_handle_t **out) {
+  coll__err_clear();
+  if (c == NULL || out == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_abort_handle: %s is NULL",
+                     c == NULL ? "comm" : "out");
+  coll__abort_handle_ref(c->abort);
+  *out = c->abort;
+  return COLL_OK;
+}
+
+coll_status_t coll_abort(coll_abort_handle_t *h) {
+  coll__err_clear();
+  if (h == NULL) return coll__err(COLL_ERR_INVALID_ARG, "abort: handle is NULL");
+  /* The guard orders us against submit (a collective issued after this
+   * returns sees the flag) and against destroy (which unlinks the comm under
+   * it, so we never touch a freed comm). The claim makes the backend's
+   * teardown run once, whoever gets there first. */
+  uv_mutex_lock(&h->guard);
+  atomic_store(&h->aborted, 1);
+  if (h->comm != NULL && atomic_exchange(&h->claimed, 1) == 0)
+    h->comm->ops->abort(h->comm);
+  uv_mutex_unlock(&h->guard);
+  return COLL_OK;
+}
+
+int coll_is_aborted(const coll_abort_handle_t *h) {
+  if (h == NULL) return 0;
+  return atomic_load(&((coll_abort_handle_t *)h)->aborted);
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* comm.c: the communicator shell shared by every backend. */
+#include "core/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/env.h"
+
+int64_t coll__default_timeout_ms(void) {
+  int64_t v;
+  if (coll__env_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
+  return 300000;
+}
+
+coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
+                             int world, const coll_comm_config_t *cfg,
+                             coll_comm_t **out) {
+  coll_comm_t *c;
+  coll_status_t s;
+  const char *name = NULL;
+  int64_t timeout = 0;
+  if (cfg != NULL) {
+    if (cfg->size < offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t))
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "comm config: size %zu is too small; start from "
+                       "COLL_COMM_CONFIG_INIT",
+                       cfg->size);
+    timeout = cfg->timeout_ms;
+    if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
+      name = cfg->name;
+  }
+  c = calloc(1, sizeof *c);
+  if (c == NULL) return coll__err(COLL_ERR_NO_MEMORY, "comm: out of memory");
+  s = coll__abort_handle_new(&c->abort);
+  if (s != COLL_OK) {
+    free(c);
+    return s;
+  }
+  c->ops = ops;
+  c->rank = rank;
+  c->world = world;
+  c->timeout_ms = timeout == 0 ? coll__default_timeout_ms() : timeout;
+  if (name != NULL)
+    snprintf(c->name, sizeof c->name, "%s", name);
+  else
+    snprintf(c->name, sizeof c->name, "%s rank %d/%d", ops->name, rank, world);
+  uv_mutex_lock(&c->abort->guard);
+  c->abort->comm = c;
+  uv_mutex_unlock(&c->abort->guard);
+  *out = c;
+  return COLL_OK;
+}
+
+void coll__comm_free_shell(coll_comm_t *c) {
+  if (c == NULL) return;
+  uv_mutex_lock(&c->abort->guard);
+  if (c->abort->comm == c) c->abort->comm = NULL;
+  uv_mutex_unlock(&c->abort->guard);
+  coll_abort_handle_release(c->abort);
+  free(c);
+}
+
+coll_status_t coll_comm_create(coll_transport_t *t,
+                               const coll_comm_config_t *cfg,
+                               coll_comm_t **out) {
+  coll__err_clear();
+  if (out == NULL) {
+    coll_transport_destroy(t);
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_create: out is NULL");
+  }
+  *out = NULL;
+  if (t == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_create: transport is NULL");
+  return coll__cpu_comm_create(t, cfg, out);
+}
+
+coll_status_t coll_comm_destroy(coll_comm_t *c) {
+  coll_abort_handle_t *h;
+  int aborted;
+  coll_status_t s;
+  coll__err_clear();
+  if (c == NULL) return COLL_OK;
+  h = c->abort;
+  /* Unlink under the guard: from here on coll_abort on a handle of this
+   * comm is a no-op, so nothing races the backend's destroy. */
+  uv_mutex_lock(&h->guard);
+  h->comm = NULL;
+  aborted = atomic_exchange(&h->claimed, 1);
+  uv_mutex_unlock(&h->guard);
+  s = c->ops->destroy(c, aborted);
+  coll__comm_free_shell(c);
+  return s;
+}
+
+int coll_comm_rank(const coll_comm_t *c) { return c ? c->rank : -1; }
+int coll_comm_size(const coll_comm_t *c) { return c ? c->world : -1; }
+const char *coll_comm_backend(const coll_comm_t *c) {
+  return c ? c->ops->name : NULL;
+}

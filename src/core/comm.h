@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* comm.h: the communicator, the backend vtable, work descriptors, requests
+ * and abort handles, shared by the API layer and every backend. */
+#ifndef COLL_CORE_COMM_H
+#define COLL_CORE_COMM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "coll.h"
+#include "core/error.h"
+
+/* What a collective call asks for, after the API layer checked it. */
+typedef enum coll_work_kind {
+  COLL_WORK_ALLREDUCE = 1, /* bufs[0..nbufs): in place (send copied first) */
+  COLL_WORK_PREMUL_SUM,
+  COLL_WORK_BROADCAST,
+  COLL_WORK_ALLGATHER,
+  COLL_WORK_REDUCE_SCATTER,
+  COLL_WORK_REDUCE,
+  COLL_WORK_BARRIER,
+  COLL_WORK_SEND,
+  COLL_WORK_RECV,
+  COLL_WORK_NEGOTIATE,
+  COLL_WORK_FEDAVG
+} coll_work_kind_t;
+
+const char *coll__work_name(coll_work_kind_t k); /* "allreduce", ... */
+
+#define COLL_WORK_INLINE_BUFS 4
+
+typedef struct coll_work {
+  coll_work_kind_t kind;
+  const void *send;     /* allreduce (single), allgather, reduce_scatter,
+                           reduce, send */
+  void *recv;           /* allreduce, broadcast buf, allgather,
+                           reduce_scatter, reduce, recv */
+  size_t count;         /* elements (per rank for allgather/reduce_scatter) */
+  coll_dtype_t dtype;
+  coll_op_t op;
+  int root;             /* broadcast, reduce; peer for send/recv */
+  uint32_t tag;         /* send/recv */
+  size_t *received;     /* recv: elements that arrived (may be NULL) */
+  float factor;         /* premul_sum */
+  int64_t deadline_ms;  /* fedavg: relative deadline */
+  int *participants;    /* fedavg out (may be NULL) */
+  coll_dtype_t *agreed; /* negotiate out */
+  void *stream;
+  /* Batched allreduce / premul_sum: nbufs buffers, in place. bufs points at
+   * inline_bufs when nbufs <= COLL_WORK_INLINE_BUFS, else at a heap copy
+   * owned by the work (coll__work_dup/coll__work_free). */
+  size_t nbufs;
+  coll_buffer_t *bufs;
+  coll_buffer_t inline_bufs[COLL_WORK_INLINE_BUFS];
+} coll_work_t;
+
+/* Deep copy for queueing (bufs array); free releases what dup allocated. */
+coll_status_t coll__work_dup(coll_work_t *dst, const coll_work_t *src);
+void coll__work_free(coll_work_t *w);
+
+/* A request: each backend embeds this header first in its own struct. */
+typedef struct coll_request_ops {
+  coll_status_t (*wait)(coll_request_t *r); /* completes and frees */
+  coll_status_t (*test)(coll_request_t *r, int *done);
+} coll_request_ops_t;
+
+struct coll_request {
+  const coll_request_ops_t *ops;
+};
+
+/* A backend: the API layer never asks which one it talks to. */
+typedef struct coll_backend_ops {
+  const char *name;
+  /* Turns checked work into a request. Called under the abort handle's issue
+   * guard, so it must only enqueue (never wait). `blocking` says the caller
+   * waits right away, so the backend may run it on the caller's thread. */
+  coll_status_t (*submit)(coll_comm_t *c, const coll_work_t *w, int blocking,
+                          coll_request_t **req);
+  /* Wakes every waiter with COLL_ERR_ABORTED and refuses new work; called
+   * at most once, under the guard, by whoever claimed the teardown. Must
+   * not block on peers. */
+  void (*abort)(coll_comm_t *c);
+  /* Fails queued work, stops threads, frees the backend state. Called once,
+   * after the comm was unlinked from its abort handle. `aborted` says
+   * whether abort ran (the backend's communicator is already torn down). */
+  coll_status_t (*destroy)(coll_comm_t *c, int aborted);
+  /* Optional: checks that a buffer is usable by this backend (host vs
+   * device memory); NULL accepts everything. */
+  coll_status_t (*check_buffer)(coll_comm_t *c, const void *p, size_t bytes,
+                                const char *what);
+} coll_backend_ops_t;
+
+struct coll_abort_handle {
+  atomic_int refs;
+  atomic_int aborted;
+  /* The issue guard: held around submit and around unlinking the comm,
+   * never across a wait. Abort takes it too, so a collective is never
+   * submitted into a comm that abort is tearing down. */
+  uv_mutex_t guard;
+  coll_comm_t *comm; /* NULL once destroy unlinked it (guarded) */
+  atomic_int claimed; /* teardown claim: 1 once abort or destroy took it */
+};
+
+struct coll_comm {
+  const coll_backend_ops_t *ops;
+  void *be; /* backend state */
+  int rank;
+  int world;
+  int64_t timeout_ms; /* < 0: none */
+  char name[64];
+  coll_abort_handle_t *abort; /* the comm's own reference */
+};
+
+/* Builds a comm shell (abort handle included) for a backend; the caller
+ * fills be. Resolves cfg (NULL = defaults, timeout from COLL_TIMEOUT_MS). */
+coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
+                             int world, const coll_comm_config_t *cfg,
+                             coll_comm_t **out);
+/* Frees a shell whose backend state is already gone (or was never made). */
+void coll__comm_free_shell(coll_comm_t *c);
+
+/* Abort handle internals. */
+coll_status_t coll__abort_handle_new(coll_abort_handle_t **out);
+void coll__abort_handle_ref(coll_abort_handle_t *h);
+
+/* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
+int64_t coll__default_timeout_ms(void);
+
+/* The CPU ring backend over a transport (src/cpu). Takes t in all cases. */
+coll_status_t coll__cpu_comm_create(coll_transport_t *t,
+                                    const coll_comm_config_t *cfg,
+                                    coll_comm_t **out);
+
+#endif

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* env.c: reading the variables declared in env.h. */
+#include "core/env.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+
+static const char *const env_names[COLL_ENV_COUNT] = {
+#define COLL_ENV_NAME_(id, name, meaning) name,
+    COLL_ENV_MAP(COLL_ENV_NAME_)
+#undef COLL_ENV_NAME_
+};
+
+static const char *const env_meanings[COLL_ENV_COUNT] = {
+#define COLL_ENV_MEANING_(id, name, meaning) meaning,
+    COLL_ENV_MAP(COLL_ENV_MEANING_)
+#undef COLL_ENV_MEANING_
+};
+
+const char *coll__env_name(coll_env_t id) {
+  return (unsigned)id < COLL_ENV_COUNT ? env_names[id] : "?";
+}
+
+const char *coll__env_meaning(coll_env_t id) {
+  return (unsigned)id < COLL_ENV_COUNT ? env_meanings[id] : "?";
+}
+
+const char *coll__env(coll_env_t id) {
+  const char *v;
+  if ((unsigned)id >= COLL_ENV_COUNT) return NULL;
+  v = getenv(env_names[id]);
+  return (v != NULL && v[0] != '\0') ? v : NULL;
+}
+
+int coll__env_int(coll_env_t id, int64_t *out) {
+  const char *v = coll__env(id);
+  char *end = NULL;
+  long long x;
+  if (v == NULL) return 0;
+  errno = 0;
+  x = strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0') {
+    COLL_WARN(COLL_LOG_INIT, "%s=%s is not a number; ignored", env_names[id],
+              v);
+    return -1;
+  }
+  *out = (int64_t)x;
+  return 1;
+}

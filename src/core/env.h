@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* env.h: every environment variable libcoll reads, declared in one list. */
+#ifndef COLL_CORE_ENV_H
+#define COLL_CORE_ENV_H
+
+#include <stdint.h>
+
+/* X(id, name, meaning). The README's table mirrors this list; the
+ * `coll-perf --env` option prints it. */
+#define COLL_ENV_MAP(X)                                                       \
+  X(RANK, "RANK", "this process's rank, 0..WORLD_SIZE-1 (env:// init)")       \
+  X(WORLD_SIZE, "WORLD_SIZE", "number of ranks in the job (env:// init)")     \
+  X(LOCAL_RANK, "LOCAL_RANK", "rank within this host; picks the CUDA device") \
+  X(MASTER_ADDR, "MASTER_ADDR", "host of rank 0's rendezvous store")          \
+  X(MASTER_PORT, "MASTER_PORT", "port of rank 0's rendezvous store")          \
+  X(DEBUG, "COLL_DEBUG", "log level: NONE, WARN (default), INFO, TRACE")      \
+  X(SOCKET_IFNAME, "COLL_SOCKET_IFNAME",                                      \
+    "interface to listen on; default: the one that reaches MASTER_ADDR")      \
+  X(TIMEOUT_MS, "COLL_TIMEOUT_MS",                                            \
+    "default bound on every wait of a comm, ms (default 300000)")             \
+  X(AUTH_TOKEN, "COLL_AUTH_TOKEN",                                            \
+    "shared secret checked by the store and transport handshakes")            \
+  X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                        \
+    "path or name of libnccl to load (default libnccl.so.2)")                 \
+  X(ALGO, "COLL_ALGO",                                                        \
+    "allreduce algorithm: auto (default), ring, rd (recursive doubling)")     \
+  X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                    \
+    "bytes from which auto picks the ring over recursive doubling")           \
+  X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                      \
+    "pipeline segment of the CPU ring, bytes (default 1 MiB)")                \
+  X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                    \
+    "1 (default): ranks verify they agree on count/dtype/op; 0: skip")        \
+  X(SIMD, "COLL_SIMD",                                                        \
+    "reduction kernels: auto (default), scalar, avx2, avx512")
+
+typedef enum coll_env {
+#define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,
+  COLL_ENV_MAP(COLL_ENV_ENUM_)
+#undef COLL_ENV_ENUM_
+      COLL_ENV_COUNT
+} coll_env_t;
+
+/* The variable's value, or NULL when unset or empty. Any thread. */
+const char *coll__env(coll_env_t id);
+/* The variable's name / meaning. */
+const char *coll__env_name(coll_env_t id);
+const char *coll__env_meaning(coll_env_t id);
+/* Parses a decimal integer variable: returns 1 and sets *out when set and
+ * valid, 0 when unset, -1 when set but not a number (a warning is logged). */
+int coll__env_int(coll_env_t id, int64_t *out);
+
+#endif

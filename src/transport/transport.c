@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* transport.c: validating a provider's vtable and calling its slots. */
+#include "transport/transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+
+#define OPS_HAS(ops, slot) \
+  ((ops)->size >= offsetof(coll_transport_ops_t, slot) + sizeof((ops)->slot))
+
+coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
+                                    int rank, int world,
+                                    coll_transport_t **out) {
+  coll_transport_t *t;
+  coll_status_t s = COLL_ERR_INVALID_ARG;
+  coll__err_clear();
+  if (out != NULL) *out = NULL;
+  if (ops == NULL) {
+    coll__err(s, "transport_create: ops is NULL");
+    goto refuse;
+  }
+  if (!OPS_HAS(ops, destroy)) {
+    coll__err(s,
+              "transport_create: ops->size %zu is too small for the mandatory "
+              "slots (need %zu)",
+              ops->size,
+              offsetof(coll_transport_ops_t, destroy) + sizeof(ops->destroy));
+    goto refuse;
+  }
+  if (ops->isend == NULL || ops->irecv == NULL || ops->wait == NULL ||
+      ops->abort == NULL || ops->destroy == NULL) {
+    coll__err(s, "transport_create: transport '%s' lacks mandatory slot %s",
+              ops->name ? ops->name : "?",
+              ops->isend == NULL   ? "isend"
+              : ops->irecv == NULL ? "irecv"
+              : ops->wait == NULL  ? "wait"
+              : ops->abort == NULL ? "abort"
+                                   : "destroy");
+    goto refuse;
+  }
+  if (out == NULL) {
+    coll__err(s, "transport_create: out is NULL");
+    goto refuse;
+  }
+  if (world < 1 || rank < 0 || rank >= world) {
+    coll__err(s, "transport_create: rank %d out of range for world %d", rank,
+              world);
+    goto refuse;
+  }
+  t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "transport_create: out of memory");
+    goto refuse;
+  }
+  memcpy(&t->ops, ops, ops->size < sizeof t->ops ? ops->size : sizeof t->ops);
+  t->ops.size = sizeof t->ops;
+  if (!OPS_HAS(ops, barrier)) t->ops.barrier = NULL;
+  if (t->ops.name == NULL) t->ops.name = "custom";
+  t->ctx = ctx;
+  t->rank = rank;
+  t->world = world;
+  atomic_init(&t->aborted, 0);
+  *out = t;
+  return COLL_OK;
+
+refuse:
+  /* ctx is ours once we are called: free it when the table says how. */
+  if (ops != NULL && OPS_HAS(ops, destroy) && ops->destroy != NULL)
+    ops->destroy(ctx);
+  return s;
+}
+
+void coll_transport_destroy(coll_transport_t *t) {
+  if (t == NULL) return;
+  t->ops.destroy(t->ctx);
+  free(t);
+}
+
+int coll_transport_rank(const coll_transport_t *t) {
+  return t ? t->rank : -1;
+}
+
+int coll_transport_size(const coll_transport_t *t) {
+  return t ? t->world : -1;
+}
+
+coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
+                            const void *buf, size_t len, coll_treq_t *req) {
+  return t->ops.isend(t->ctx, peer, tag, buf, len, req);
+}
+
+coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
+                            void *buf, size_t cap, coll_treq_t *req) {
+  return t->ops.irecv(t->ctx, peer, tag, buf, cap, req);
+}
+
+coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
+                           int64_t deadline_ms, size_t *len) {
+  size_t dummy = 0;
+  coll_status_t s =
+      t->ops.wait(t->ctx, req, coll__remaining_ms(deadline_ms),
+                  len ? len : &dummy);
+  if (s == COLL_ERR_TIMEOUT && coll_last_error()[0] == '\0')
+    coll__err(s, "no progress before the comm's timeout");
+  return s;
+}
+
+coll_status_t coll__t_wait_exact(coll_transport_t *t, coll_treq_t req,
+                                 int64_t deadline_ms, size_t len) {
+  size_t got = 0;
+  coll_status_t s = coll__t_wait(t, req, deadline_ms, &got);
+  if (s == COLL_OK && got != len)
+    s = coll__err(COLL_ERR_LENGTH_MISMATCH,
+                  "expected %zu bytes, a peer sent %zu: ranks disagree on "
+                  "count or dtype",
+                  len, got);
+  return s;
+}
+
+/* A timed-out request is still pending: abort so it completes, then reap it. */
+static coll_status_t wait_or_abort(coll_transport_t *t, coll_treq_t req,
+                                   int64_t deadline_ms, size_t len,
+                                   int exact) {
+  coll_status_t s = exact ? coll__t_wait_exact(t, req, deadline_ms, len)
+                          : coll__t_wait(t, req, deadline_ms, NULL);
+  if (s == COLL_ERR_TIMEOUT) {
+    char msg[COLL_ERRMSG_MAX];
+    coll__err_save(msg);
+    coll__t_abort(t);
+    (void)t->ops.wait(t->ctx, req, -1, &len);
+    coll__err_restore(msg);
+  }
+  return s;
+}
+
+coll_status_t coll__t_send(coll_transport_t *t, int peer, uint32_t tag,
+                           const void *buf, size_t len, int64_t deadline_ms) {
+  coll_treq_t r;
+  COLL_CHECK(coll__t_isend(t, peer, tag, buf, len, &r));
+  return wait_or_abort(t, r, deadline_ms, len, 0);
+}
+
+coll_status_t coll__t_recv(coll_transport_t *t, int peer, uint32_t tag,
+                           void *buf, size_t len, int64_t deadline_ms) {
+  coll_treq_t r;
+  COLL_CHECK(coll__t_irecv(t, peer, tag, buf, len, &r));
+  return wait_or_abort(t, r, deadline_ms, len, 1);
+}
+
+coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
+                              int64_t deadline_ms) {
+  int n = t->world, k;
+  char token = 0, in = 0;
+  if (t->ops.barrier != NULL)
+    return t->ops.barrier(t->ctx, coll__remaining_ms(deadline_ms));
+  /* Dissemination barrier: ceil(log2 n) rounds, each a send to rank+2^k and
+   * a receive from rank-2^k, posted together so no round can deadlock. */
+  for (k = 1; k < n; k <<= 1) {
+    coll_treq_t rs, rr;
+    coll_status_t s, s2;
+    int to = (t->rank + k) % n, from = (t->rank - k + n) % n;
+    COLL_CHECK(coll__t_irecv(t, from, tag, &in, 1, &rr));
+    s = coll__t_isend(t, to, tag, &token, 1, &rs);
+    if (s != COLL_OK) {
+      coll__t_abort(t);
+      (void)coll__t_wait(t, rr, -1, NULL);
+      return s;
+    }
+    s = wait_or_abort(t, rr, deadline_ms, 1, 1);
+    if (s != COLL_OK) coll__t_abort(t);
+    s2 = wait_or_abort(t, rs, deadline_ms, 0, 0);
+    if (s != COLL_OK) return s;
+    if (s2 != COLL_OK) return s2;
+  }
+  return COLL_OK;
+}
+
+void coll__t_abort(coll_transport_t *t) {
+  atomic_store(&t->aborted, 1);
+  t->ops.abort(t->ctx);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* transport.h: the endpoint object behind coll_transport_t and the calls the
+ * algorithms use. Algorithms see only these; never a socket. */
+#ifndef COLL_TRANSPORT_TRANSPORT_H
+#define COLL_TRANSPORT_TRANSPORT_H
+
+#include <stdatomic.h>
+
+#include "coll.h"
+
+struct coll_transport {
+  coll_transport_ops_t ops; /* copied; slots past the provider's size NULL */
+  void *ctx;
+  int rank;
+  int world;
+  atomic_int aborted;
+};
+
+/* A transport request as the algorithms hold it. */
+typedef void *coll_treq_t;
+
+/* Post a send / a receive. On failure nothing is pending. One thread. */
+coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
+                            const void *buf, size_t len, coll_treq_t *req);
+coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
+                            void *buf, size_t cap, coll_treq_t *req);
+/* Completes a request before the absolute deadline (coll__now_ms based; < 0
+ * none). On COLL_ERR_TIMEOUT the request is still pending: the caller must
+ * abort the transport and then wait again (it fails at once). len may be
+ * NULL. One thread. */
+coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
+                           int64_t deadline_ms, size_t *len);
+/* Waits for a receive that must deliver exactly `len` bytes. */
+coll_status_t coll__t_wait_exact(coll_transport_t *t, coll_treq_t req,
+                                 int64_t deadline_ms, size_t len);
+/* Blocking send / receive of exactly len bytes. */
+coll_status_t coll__t_send(coll_transport_t *t, int peer, uint32_t tag,
+                           const void *buf, size_t len, int64_t deadline_ms);
+coll_status_t coll__t_recv(coll_transport_t *t, int peer, uint32_t tag,
+                           void *buf, size_t len, int64_t deadline_ms);
+/* The provider's barrier, or a dissemination barrier on send/recv. */
+coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
+                              int64_t deadline_ms);
+/* Aborts the endpoint (idempotent, any thread). */
+void coll__t_abort(coll_transport_t *t);
+
+#endif
