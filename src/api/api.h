@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* api.h: argument checks shared by the public entry points, and issuing
+ * checked work into a comm's backend. */
+#ifndef COLL_API_API_H
+#define COLL_API_API_H
+
+#include "core/comm.h"
+
+/* Each returns COLL_OK or COLL_ERR_INVALID_ARG/UNSUPPORTED with a sentence
+ * that starts with `what` ("allreduce: ..."). */
+coll_status_t coll__check_comm(const char *what, const coll_comm_t *c);
+coll_status_t coll__check_dtype(const char *what, coll_dtype_t dt);
+coll_status_t coll__check_op(const char *what, coll_op_t op);
+/* count elements of dt (times `blocks`) must fit in size_t bytes. */
+coll_status_t coll__check_count(const char *what, size_t count, size_t blocks,
+                                coll_dtype_t dt);
+/* p may be NULL only when bytes == 0; asks the backend about its memory. */
+coll_status_t coll__check_buf(const char *what, const coll_comm_t *c,
+                              const char *name, const void *p, size_t bytes);
+coll_status_t coll__check_rank(const char *what, const coll_comm_t *c,
+                               const char *name, int r);
+/* send and recv must be the same pointer or not overlap at all. */
+coll_status_t coll__check_overlap(const char *what, const void *send,
+                                  size_t send_bytes, const void *recv,
+                                  size_t recv_bytes);
+
+/* Submits w under the abort handle's issue guard. req == NULL: blocking,
+ * waits and returns the result. Never holds the guard across a wait. */
+coll_status_t coll__issue(coll_comm_t *c, const coll_work_t *w,
+                          coll_request_t **req);
+
+#endif

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* collectives.c: the public collectives: check arguments, build the work,
+ * issue it. Each blocking call is its nonblocking form plus a wait. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+
+/* The i-forms need a request pointer; the blocking forms pass NULL. */
+#define CHECK_REQ(what, req)                                               \
+  do {                                                                     \
+    if ((req) == NULL)                                                     \
+      return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what);     \
+  } while (0)
+
+static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,
+                               size_t count, coll_dtype_t dt, coll_op_t op,
+                               void *stream, coll_request_t **req) {
+  const char *what = "allreduce";
+  coll_work_t w = {.kind = COLL_WORK_ALLREDUCE};
+  size_t bytes;
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, dt));
+  COLL_CHECK(coll__check_op(what, op));
+  COLL_CHECK(coll__check_count(what, count, 1, dt));
+  bytes = count * coll_dtype_size(dt);
+  COLL_CHECK(coll__check_buf(what, c, "send", send, bytes));
+  COLL_CHECK(coll__check_buf(what, c, "recv", recv, bytes));
+  COLL_CHECK(coll__check_overlap(what, send, bytes, recv, bytes));
+  w.send = send;
+  w.recv = recv;
+  w.count = count;
+  w.dtype = dt;
+  w.op = op;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_allreduce(coll_comm_t *c, const void *send, void *recv,
+                             size_t count, coll_dtype_t dt, coll_op_t op,
+                             void *stream) {
+  return allreduce(c, send, recv, count, dt, op, stream, NULL);
+}
+
+coll_status_t coll_iallreduce(coll_comm_t *c, const void *send, void *recv,
+                              size_t count, coll_dtype_t dt, coll_op_t op,
+                              void *stream, coll_request_t **req) {
+  CHECK_REQ("iallreduce", req);
+  return allreduce(c, send, recv, count, dt, op, stream, req);
+}
+
+static coll_status_t check_bufs(const char *what, coll_comm_t *c,
+                                const coll_buffer_t *bufs, size_t nbufs) {
+  size_t i;
+  COLL_CHECK(coll__check_comm(what, c));
+  if (bufs == NULL && nbufs > 0)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs is NULL (nbufs %zu)",
+                     what, nbufs);
+  for (i = 0; i < nbufs; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "bufs[%zu]", i);
+    if ((unsigned)bufs[i].dtype >= COLL_DTYPE_COUNT)
+      return coll__err(COLL_ERR_INVALID_ARG, "%s: %s has invalid dtype %d",
+                       what, name, (int)bufs[i].dtype);
+    COLL_CHECK(coll__check_count(what, bufs[i].count, 1, bufs[i].dtype));
+    COLL_CHECK(coll__check_buf(what, c, name, bufs[i].data,
+                               bufs[i].count * coll_dtype_size(bufs[i].dtype)));
+  }
+  return COLL_OK;
+}
+
+static coll_status_t batch(coll_comm_t *c, const coll_buffer_t *bufs,
+                           size_t nbufs, coll_op_t op, void *stream,
+                           coll_request_t **req) {
+  const char *what = "allreduce_batch";
+  coll_work_t w = {.kind = COLL_WORK_ALLREDUCE};
+  coll__err_clear();
+  COLL_CHECK(check_bufs(what, c, bufs, nbufs));
+  COLL_CHECK(coll__check_op(what, op));
+  w.op = op;
+  w.nbufs = nbufs;
+  w.bufs = (coll_buffer_t *)bufs;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_allreduce_batch(coll_comm_t *c, const coll_buffer_t *bufs,
+                                   size_t nbufs, coll_op_t op, void *stream) {
+  return batch(c, bufs, nbufs, op, stream, NULL);
+}
+
+coll_status_t coll_iallreduce_batch(coll_comm_t *c, const coll_buffer_t *bufs,
+                                    size_t nbufs, coll_op_t op, void *stream,
+                                    coll_request_t **req) {
+  CHECK_REQ("iallreduce_batch", req);
+  return batch(c, bufs, nbufs, op, stream, req);
+}
+
+static coll_status_t premul(coll_comm_t *c, const coll_buffer_t *bufs,
+                            size_t nbufs, float factor, void *stream,
+                            coll_request_t **req) {
+  const char *what = "allreduce_premul_sum";
+  coll_work_t w = {.kind = COLL_WORK_PREMUL_SUM};
+  coll__err_clear();
+  COLL_CHECK(check_bufs(what, c, bufs, nbufs));
+  if (!isfinite(factor))
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: factor %g is not finite",
+                     what, (double)factor);
+  w.op = COLL_SUM;
+  w.factor = factor;
+  w.nbufs = nbufs;
+  w.bufs = (coll_buffer_t *)bufs;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_allreduce_premul_sum(coll_comm_t *c,
+                                        const coll_buffer_t *bufs,
+                                        size_t nbufs, float factor,
+                                        void *stream) {
+  return premul(c, bufs, nbufs, factor, stream, NULL);
+}
+
+coll_status_t coll_iallreduce_premul_sum(coll_comm_t *c,
+                                         const coll_buffer_t *bufs,
+                                         size_t nbufs, float factor,
+                                         void *stream, coll_request_t **req) {
+  CHECK_REQ("iallreduce_premul_sum", req);
+  return premul(c, bufs, nbufs, factor, stream, req);
+}
+
+static coll_status_t broadcast(coll_comm_t *c, void *buf, size_t count,
+                               coll_dtype_t dt, int root, void *stream,
+                               coll_request_t **req) {
+  const char *what = "broadcast";
+  coll_work_t w = {.kind = COLL_WORK_BROADCAST};
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, dt));
+  COLL_CHECK(coll__check_count(what, count, 1, dt));
+  COLL_CHECK(coll__check_rank(what, c, "root", root));
+  COLL_CHECK(coll__check_buf(what, c, "data", buf,
+                             count * coll_dtype_size(dt)));
+  w.recv = buf;
+  w.count = count;
+  w.dtype = dt;
+  w.root = root;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_broadcast(coll_comm_t *c, void *buf, size_t count,
+                             coll_dtype_t dt, int root, void *stream) {
+  return broadcast(c, buf, count, dt, root, stream, NULL);
+}
+
+coll_status_t coll_ibroadcast(coll_comm_t *c, void *buf, size_t count,
+                              coll_dtype_t dt, int root, void *stream,
+                              coll_request_t **req) {
+  CHECK_REQ("ibroadcast", req);
+  return broadcast(c, buf, count, dt, root, stream, req);
+}
+
+/* Allgather's in-place form (NCCL's): send == recv + rank * block. */
+static coll_status_t allgather(coll_comm_t *c, const void *send, void *recv,
+                               size_t count, coll_dtype_t dt, void *stream,
+                               coll_request_t **req) {
+  const char *what = "allgather";
+  coll_work_t w = {.kind = COLL_WORK_ALLGATHER};
+  size_t block;
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, dt));
+  COLL_CHECK(coll__check_count(what, count, (size_t)c->world, dt));
+  block = count * coll_dtype_size(dt);
+  COLL_CHECK(coll__check_buf(what, c, "send", send, block));
+  COLL_CHECK(coll__check_buf(what, c, "recv", recv, block * (size_t)c->world));
+  if (send != (char *)recv + (size_t)c->rank * block)
+    COLL_CHECK(coll__check_overlap(what, send, block, recv,
+                                   block * (size_t)c->world));
+  w.send = send;
+  w.recv = recv;
+  w.count = count;
+  w.dtype = dt;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_allgather(coll_comm_t *c, const void *send, void *recv,
+                             size_t count, coll_dtype_t dt, void *stream) {
+  return allgather(c, send, recv, count, dt, stream, NULL);
+}
+
+coll_status_t coll_iallgather(coll_comm_t *c, const void *send, void *recv,
+                              size_t count, coll_dtype_t dt, void *stream,
+                              coll_request_t **req) {
+  CHECK_REQ("iallgather", req);
+  return allgather(c, send, recv, count, dt, stream, req);
+}
+
+/* Reduce-scatter's in-place form (NCCL's): recv == send + rank * block. */
+static coll_status_t reduce_scatter(coll_comm_t *c, const void *send,
+                                    void *recv, size_t count, coll_dtype_t dt,
+                                    coll_op_t op, void *stream,
+                                    coll_request_t **req) {
+  const char *what = "reduce_scatter";
+  coll_work_t w = {.kind = COLL_WORK_REDUCE_SCATTER};
+  size_t block;
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, dt));
+  COLL_CHECK(coll__check_op(what, op));
+  COLL_CHECK(coll__check_count(what, count, (size_t)c->world, dt));
+  block = count * coll_dtype_size(dt);
+  COLL_CHECK(coll__check_buf(what, c, "send", send, block * (size_t)c->world));
+  COLL_CHECK(coll__check_buf(what, c, "recv", recv, block));
+  if (recv != (const char *)send + (size_t)c->rank * block)
+    COLL_CHECK(coll__check_overlap(what, send, block * (size_t)c->world, recv,
+                                   block));
+  w.send = send;
+  w.recv = recv;
+  w.count = count;
+  w.dtype = dt;
+  w.op = op;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_reduce_scatter(coll_comm_t *c, const void *send, void *recv,
+                                  size_t count, coll_dtype_t dt, coll_op_t op,
+                                  void *stream) {
+  return reduce_scatter(c, send, recv, count, dt, op, stream, NULL);
+}
+
+coll_status_t coll_ireduce_scatter(coll_comm_t *c, const void *send,
+                                   void *recv, size_t count, coll_dtype_t dt,
+                                   coll_op_t op, void *stream,
+                                   coll_request_t **req) {
+  CHECK_REQ("ireduce_scatter", req);
+  return reduce_scatter(c, send, recv, count, dt, op, stream, req);
+}
+
+static coll_status_t reduce(coll_comm_t *c, const void *send, void *recv,
+                            size_t count, coll_dtype_t dt, coll_op_t op,
+                            int root, void *stream, coll_request_t **req) {
+  const char *what = "reduce";
+  coll_work_t w = {.kind = COLL_WORK_REDUCE};
+  size_t bytes;
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, dt));
+  COLL_CHECK(coll__check_op(what, op));
+  COLL_CHECK(coll__check_count(what, count, 1, dt));
+  COLL_CHECK(coll__check_rank(what, c, "root", root));
+  bytes = count * coll_dtype_size(dt);
+  COLL_CHECK(coll__check_buf(what, c, "send", send, bytes));
+  if (c->rank == root) {
+    COLL_CHECK(coll__check_buf(what, c, "recv", recv, bytes));
+    COLL_CHECK(coll__check_overlap(what, send, bytes, recv, bytes));
+  }
+  w.send = send;
+  w.recv = c->rank == root ? recv : NULL;
+  w.count = count;
+  w.dtype = dt;
+  w.op = op;
+  w.root = root;
+  w.stream = stream;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_reduce(coll_comm_t *c, const void *send, void *recv,
+                          size_t count, coll_dtype_t dt, coll_op_t op,
+                          int root, void *stream) {
+  return reduce(c, send, recv, count, dt, op, root, stream, NULL);
+}
+
+coll_status_t coll_ireduce(coll_comm_t *c, const void *send, void *recv,
+                           size_t count, coll_dtype_t dt, coll_op_t op,
+                           int root, void *stream, coll_request_t **req) {
+  CHECK_REQ("ireduce", req);
+  return reduce(c, send, recv, count, dt, op, root, stream, req);
+}
+
+static coll_status_t barrier(coll_comm_t *c, coll_request_t **req) {
+  coll_work_t w = {.kind = COLL_WORK_BARRIER};
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm("barrier", c));
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_barrier(coll_comm_t *c) { return barrier(c, NULL); }
+
+coll_status_t coll_ibarrier(coll_comm_t *c, coll_request_t **req) {
+  CHECK_REQ("ibarrier", req);
+  return barrier(c, req);
+}
+
+static coll_status_t negotiate(coll_comm_t *c, coll_dtype_t local,
+                               coll_dtype_t *agreed, coll_request_t **req) {
+  const char *what = "negotiate_dtype";
+  coll_work_t w = {.kind = COLL_WORK_NEGOTIATE};
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, local));
+  if (agreed == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: agreed is NULL", what);
+  w.dtype = local;
+  w.agreed = agreed;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_negotiate_dtype(coll_comm_t *c, coll_dtype_t local,
+                                   coll_dtype_t *agreed) {
+  return negotiate(c, local, agreed, NULL);
+}
+
+coll_status_t coll_inegotiate_dtype(coll_comm_t *c, coll_dtype_t local,
+                                    coll_dtype_t *agreed,
+                                    coll_request_t **req) {
+  CHECK_REQ("inegotiate_dtype", req);
+  return negotiate(c, local, agreed, req);
+}
+
+static coll_status_t fedavg(coll_comm_t *c, float *data, size_t count,
+                            int64_t deadline_ms, int *participants,
+                            coll_request_t **req) {
+  const char *what = "federated_average";
+  coll_work_t w = {.kind = COLL_WORK_FEDAVG};
+  coll__err_clear();
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_count(what, count, 1, COLL_F32));
+  COLL_CHECK(coll__check_buf(what, c, "data", data, count * sizeof(float)));
+  if (deadline_ms < 0)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: deadline_ms %lld is negative", what,
+                     (long long)deadline_ms);
+  w.recv = data;
+  w.count = count;
+  w.dtype = COLL_F32;
+  w.op = COLL_AVG;
+  w.deadline_ms = deadline_ms;
+  w.participants = participants;
+  return coll__issue(c, &w, req);
+}
+
+coll_status_t coll_federated_average(coll_comm_t *c, float *data, size_t count,
+                                     int64_t deadline_ms, int *participants) {
+  return fedavg(c, data, count, deadline_ms, participants, NULL);
+}
+
+coll_status_t coll_ifederated_average(coll_comm_t *c, float *data,
+                                      size_t count, int64_t deadline_ms,
+                                      int *participants,
+                                      coll_request_t **req) {
+  CHECK_REQ("ifederated_average", req);
+  return fedavg(c, data, count, deadline_ms, participants, req);
+}

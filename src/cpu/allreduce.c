@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* allreduce.c: allreduce on host memory: single, batched and premul-sum. */
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "reduce/reduce.h"
+
+/* Buffers below this are packed by dtype into one allreduce, so a batch of
+ * many small gradients costs one collective's latency, not one each. */
+#define PACK_LIMIT (256u * 1024u)
+
+static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
+                              coll_dtype_t dt, coll_op_t op) {
+  coll_algo_ctx_t ctx;
+  size_t bytes = count * coll_dtype_size(dt);
+  int ring;
+  coll__cpu_ctx(cpu, &ctx);
+  ring = cpu->algo == CPU_ALGO_RING ||
+         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold);
+  return ring ? coll__allreduce_ring(&ctx, buf, count, dt, op)
+              : coll__allreduce_rd(&ctx, buf, count, dt, op);
+}
+
+coll_status_t coll__cpu_allreduce_buf(coll_cpu_t *cpu, void *buf, size_t count,
+                                      coll_dtype_t dt, coll_op_t op) {
+  coll_dtype_t wdt = coll__cpu_work_dtype(dt, op);
+  coll_op_t aop = op == COLL_AVG ? COLL_SUM : op;
+  void *work = buf;
+  if (count == 0) return COLL_OK;
+  if (wdt != dt) {
+    work = coll__scratch_get(&cpu->work, count * coll_dtype_size(wdt));
+    if (work == NULL) return COLL_ERR_NO_MEMORY;
+    coll__widen_8bit(dt, work, buf, count);
+  }
+  COLL_CHECK(run_algo(cpu, work, count, wdt, aop));
+  coll__cpu_finish(cpu, buf, work, count, dt, op);
+  return COLL_OK;
+}
+
+/* A descriptor that covers every buffer of a batch: the count is the total,
+ * and root carries a hash of the (dtype, count) list. */
+static void batch_desc(const coll_work_t *w, coll_desc_t *d) {
+  uint32_t h = 2166136261u;
+  size_t i;
+  d->kind = (uint32_t)w->kind;
+  d->dtype = -1;
+  d->op = (int32_t)w->op;
+  d->count = 0;
+  for (i = 0; i < w->nbufs; i++) {
+    uint64_t v = ((uint64_t)w->bufs[i].count << 4) | (uint64_t)w->bufs[i].dtype;
+    int b;
+    for (b = 0; b < 8; b++) h = (h ^ (uint8_t)(v >> (8 * b))) * 16777619u;
+    d->count += w->bufs[i].count;
+  }
+  d->root = (int32_t)(h & 0x7fffffff);
+}
+
+/* Small buffers of one dtype go through one packed allreduce. */
+static coll_status_t packed(coll_cpu_t *cpu, const coll_work_t *w,
+                            coll_dtype_t dt) {
+  size_t es = coll_dtype_size(dt), total = 0, off = 0, i;
+  char *pack;
+  for (i = 0; i < w->nbufs; i++)
+    if (w->bufs[i].dtype == dt && w->bufs[i].count * es < PACK_LIMIT)
+      total += w->bufs[i].count;
+  if (total == 0) return COLL_OK;
+  pack = coll__scratch_get(&cpu->extra, total * es);
+  if (pack == NULL) return COLL_ERR_NO_MEMORY;
+  for (i = 0; i < w->nbufs; i++)
+    if (w->bufs[i].dtype == dt && w->bufs[i].count * es < PACK_LIMIT) {
+      memcpy(pack + off, w->bufs[i].data, w->bufs[i].count * es);
+      off += w->bufs[i].count * es;
+    }
+  COLL_CHECK(coll__cpu_allreduce_buf(cpu, pack, total, dt, w->op));
+  off = 0;
+  for (i = 0; i < w->nbufs; i++)
+    if (w->bufs[i].dtype == dt && w->bufs[i].count * es < PACK_LIMIT) {
+      memcpy(w->bufs[i].data, pack + off, w->bufs[i].count * es);
+      off += w->bufs[i].count * es;
+    }
+  return COLL_OK;
+}
+
+static coll_status_t batch(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_desc_t d;
+  size_t i;
+  int dt;
+  batch_desc(w, &d);
+  COLL_CHECK(coll__cpu_agree(cpu, &d));
+  if (w->kind == COLL_WORK_PREMUL_SUM)
+    for (i = 0; i < w->nbufs; i++)
+      if (coll__scale(w->bufs[i].dtype, w->bufs[i].data, w->bufs[i].count,
+                      w->factor) != 0)
+        return COLL_ERR_INTERNAL; /* dtypes were checked before agreeing */
+  for (dt = 0; dt < COLL_DTYPE_COUNT; dt++)
+    COLL_CHECK(packed(cpu, w, (coll_dtype_t)dt));
+  for (i = 0; i < w->nbufs; i++) {
+    size_t es = coll_dtype_size(w->bufs[i].dtype);
+    if (w->bufs[i].count * es >= PACK_LIMIT)
+      COLL_CHECK(coll__cpu_allreduce_buf(cpu, w->bufs[i].data,
+                                         w->bufs[i].count, w->bufs[i].dtype,
+                                         w->op));
+  }
+  return COLL_OK;
+}
+
+coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_desc_t d;
+  size_t i;
+  if (w->kind == COLL_WORK_PREMUL_SUM) {
+    for (i = 0; i < w->nbufs; i++)
+      if (w->bufs[i].dtype != COLL_F16 && w->bufs[i].dtype != COLL_BF16 &&
+          w->bufs[i].dtype != COLL_F32 && w->bufs[i].dtype != COLL_F64)
+        return coll__err(COLL_ERR_UNSUPPORTED,
+                         "bufs[%zu] has dtype %s; a weighted sum needs a "
+                         "floating-point dtype",
+                         i, coll_dtype_name(w->bufs[i].dtype));
+  }
+  if (w->bufs != NULL || w->kind == COLL_WORK_PREMUL_SUM) return batch(cpu, w);
+  d = (coll_desc_t){(uint32_t)w->kind, (int32_t)w->dtype, (int32_t)w->op, -1,
+                    (uint64_t)w->count};
+  COLL_CHECK(coll__cpu_agree(cpu, &d));
+  if (w->send != w->recv && w->count > 0)
+    memcpy(w->recv, w->send, w->count * coll_dtype_size(w->dtype));
+  return coll__cpu_allreduce_buf(cpu, w->recv, w->count, w->dtype, w->op);
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cpu.h: the CPU ring backend: a comm over a transport, an executor that
+ * runs collectives in issue order, and the host-memory implementations. */
+#ifndef COLL_CPU_CPU_H
+#define COLL_CPU_CPU_H
+
+#include <stdatomic.h>
+
+#include "algo/algo.h"
+#include "core/comm.h"
+
+typedef enum { CPU_ALGO_AUTO, CPU_ALGO_RING, CPU_ALGO_RD } cpu_algo_t;
+
+typedef struct cpu_req cpu_req_t;
+typedef struct coll_fedavg coll_fedavg_t;
+
+typedef struct coll_cpu {
+  coll_comm_t *comm;
+  coll_transport_t *t;
+
+  /* Executor: work not run inline waits here, in issue order. Guarded by mu. */
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  cpu_req_t *head, *tail;
+  cpu_req_t *p2p; /* outstanding point-to-point requests */
+  int busy;       /* the worker is running an item */
+  int stop;
+  int thread_started;
+  uv_thread_t thread;
+
+  /* Touched only by the thread running work (one at a time). */
+  uint32_t seq;
+  coll_scratch_t scratch; /* the algorithms' */
+  coll_scratch_t work;    /* copies, widened 8-bit sums, packed batches */
+  coll_scratch_t extra;   /* second area (negotiate, reduce-scatter) */
+  coll_fedavg_t *fed;
+  coll_status_t broken;   /* sticky failure, COLL_OK while healthy */
+  char broken_msg[COLL_ERRMSG_MAX];
+
+  atomic_int aborted;
+
+  /* Tuning, read once at creation. */
+  cpu_algo_t algo;
+  size_t ring_threshold;
+  size_t seg_bytes;
+  int check_mismatch;
+} coll_cpu_t;
+
+/* Runs one work item on the calling thread (host or staged device memory):
+ * the executor's body. Records the error text on failure. */
+coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w);
+
+/* Host-memory implementations, one per file. ctx is filled for this work. */
+coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w);
+coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w);
+coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w);
+coll_status_t coll__cpu_negotiate(coll_cpu_t *cpu, const coll_work_t *w);
+coll_status_t coll__cpu_fedavg(coll_cpu_t *cpu, const coll_work_t *w);
+void coll__cpu_fedavg_free(coll_cpu_t *cpu);
+
+/* A context for one (sub-)collective: takes the next sequence number. */
+void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx);
+/* Agreement on the descriptor, unless disabled or world == 1. */
+coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d);
+/* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:
+ * 8-bit SUM/AVG widened, AVG scaled or divided once at the end. */
+coll_status_t coll__cpu_allreduce_buf(coll_cpu_t *cpu, void *buf, size_t count,
+                                      coll_dtype_t dt, coll_op_t op);
+/* Work dtype of (dt, op): I32 for 8-bit SUM/AVG, else dt. */
+coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op);
+/* Turns a sum in the work dtype into the user's result: narrow, scale. */
+void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
+                      size_t count, coll_dtype_t dt, coll_op_t op);
+
+/* Executor (executor.c). */
+coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
+                               int blocking, coll_request_t **req);
+/* Stops the worker and fails queued work; called by destroy. */
+void coll__cpu_executor_stop(coll_cpu_t *cpu);
+/* Point-to-point requests go straight to the transport (p2p.c), so that an
+ * exchange of isend+irecv between two ranks cannot deadlock behind queued
+ * work. */
+coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
+                                   int blocking, coll_request_t **req);
+void coll__cpu_p2p_reap_all(coll_cpu_t *cpu);
+
+#endif

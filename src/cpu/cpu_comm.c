@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cpu_comm.c: creating, aborting and destroying CPU ring comms. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/env.h"
+#include "core/log.h"
+#include "cpu/cpu.h"
+
+#define DEFAULT_RING_THRESHOLD (256u * 1024u)
+#define DEFAULT_SEGMENT_BYTES (1u << 20)
+
+static void cpu_abort(coll_comm_t *c) {
+  coll_cpu_t *cpu = c->be;
+  atomic_store(&cpu->aborted, 1);
+  coll__t_abort(cpu->t);
+}
+
+static coll_status_t cpu_destroy(coll_comm_t *c, int aborted) {
+  coll_cpu_t *cpu = c->be;
+  int pending;
+  (void)aborted;
+  uv_mutex_lock(&cpu->mu);
+  pending = cpu->busy || cpu->head != NULL || cpu->p2p != NULL;
+  uv_mutex_unlock(&cpu->mu);
+  /* Work still in flight would block until its timeout: abort the
+   * transport so it ends now with COLL_ERR_ABORTED. */
+  if (pending) coll__t_abort(cpu->t);
+  coll__cpu_executor_stop(cpu);
+  if (cpu->fed != NULL) coll__t_abort(cpu->t);
+  coll__cpu_fedavg_free(cpu);
+  coll__cpu_p2p_reap_all(cpu);
+  coll_transport_destroy(cpu->t);
+  coll__scratch_free(&cpu->scratch);
+  coll__scratch_free(&cpu->work);
+  coll__scratch_free(&cpu->extra);
+  uv_cond_destroy(&cpu->cv);
+  uv_mutex_destroy(&cpu->mu);
+  free(cpu);
+  c->be = NULL;
+  return COLL_OK;
+}
+
+static const coll_backend_ops_t cpu_ops = {
+    .name = "cpu",
+    .submit = coll__cpu_submit,
+    .abort = cpu_abort,
+    .destroy = cpu_destroy,
+    .check_buffer = NULL, /* device memory is staged (staging.h) */
+};
+
+static void read_tuning(coll_cpu_t *cpu) {
+  const char *algo = coll__env(COLL_ENV_ALGO);
+  int64_t v;
+  cpu->algo = CPU_ALGO_AUTO;
+  if (algo != NULL) {
+    if (strcasecmp(algo, "ring") == 0) cpu->algo = CPU_ALGO_RING;
+    else if (strcasecmp(algo, "rd") == 0) cpu->algo = CPU_ALGO_RD;
+    else if (strcasecmp(algo, "auto") != 0)
+      COLL_WARN(COLL_LOG_INIT, "COLL_ALGO=%s is not auto, ring or rd; using "
+                "auto", algo);
+  }
+  cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
+  if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
+    cpu->ring_threshold = (size_t)v;
+  cpu->seg_bytes = DEFAULT_SEGMENT_BYTES;
+  if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64)
+    cpu->seg_bytes = (size_t)v;
+  cpu->check_mismatch = 1;
+  if (coll__env_int(COLL_ENV_CHECK_MISMATCH, &v) == 1 && v == 0)
+    cpu->check_mismatch = 0;
+}
+
+coll_status_t coll__cpu_comm_create(coll_transport_t *t,
+                                    const coll_comm_config_t *cfg,
+                                    coll_comm_t **out) {
+  coll_cpu_t *cpu;
+  coll_comm_t *c = NULL;
+  coll_status_t s;
+  *out = NULL;
+  cpu = calloc(1, sizeof *cpu);
+  if (cpu == NULL) {
+    coll_transport_destroy(t);
+    return coll__err(COLL_ERR_NO_MEMORY, "comm_create: out of memory");
+  }
+  if (uv_mutex_init(&cpu->mu) != 0) goto sys;
+  if (uv_cond_init(&cpu->cv) != 0) {
+    uv_mutex_destroy(&cpu->mu);
+    goto sys;
+  }
+  s = coll__comm_new(&cpu_ops, t->rank, t->world, cfg, &c);
+  if (s != COLL_OK) {
+    uv_cond_destroy(&cpu->cv);
+    uv_mutex_destroy(&cpu->mu);
+    free(cpu);
+    coll_transport_destroy(t);
+    return s;
+  }
+  cpu->comm = c;
+  cpu->t = t;
+  atomic_init(&cpu->aborted, 0);
+  read_tuning(cpu);
+  c->be = cpu;
+  COLL_INFO(COLL_LOG_INIT, "comm %s over %s: %d ranks, timeout %lld ms",
+            c->name, t->ops.name, t->world, (long long)c->timeout_ms);
+  *out = c;
+  return COLL_OK;
+sys:
+  free(cpu);
+  coll_transport_destroy(t);
+  return coll__err(COLL_ERR_SYSTEM, "comm_create: cannot create a mutex");
+}

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* fedavg.c: federated averaging with a deadline. Rank 0 averages its own
+ * contribution and those that arrive in time and sends the mean (with the
+ * participant count) to everyone. A late contribution is received later and
+ * dropped, so a slow rank never stalls a round: rank 0 keeps such requests
+ * (and result sends a late rank has not taken yet) on a list, reaps them in
+ * later rounds, and aborts and reaps them at destroy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "cpu/cpu.h"
+
+/* Phases above every algorithm's, so the tags never meet theirs. */
+#define PHASE_CONTRIB 0x7FE
+#define PHASE_RESULT 0x7FF
+#define HDR 8 /* participants (int32) + padding before the floats */
+
+typedef struct fed_op {
+  coll_treq_t req;
+  void *buf; /* owned */
+  struct fed_op *next;
+} fed_op_t;
+
+struct coll_fedavg {
+  uint32_t round;
+  fed_op_t *stale;
+};
+
+static coll_fedavg_t *fed_get(coll_cpu_t *cpu) {
+  if (cpu->fed == NULL) cpu->fed = calloc(1, sizeof *cpu->fed);
+  return cpu->fed;
+}
+
+/* Frees the stale requests that have completed; with block, all of them
+ * (the transport must have been aborted so they end at once). */
+static void reap(coll_cpu_t *cpu, int block) {
+  fed_op_t **pp = &cpu->fed->stale;
+  while (*pp != NULL) {
+    fed_op_t *op = *pp;
+    size_t len;
+    coll_status_t s =
+        cpu->t->ops.wait(cpu->t->ctx, op->req, block ? -1 : 0, &len);
+    if (s == COLL_ERR_TIMEOUT) {
+      pp = &op->next;
+      continue;
+    }
+    *pp = op->next;
+    free(op->buf);
+    free(op);
+  }
+}
+
+void coll__cpu_fedavg_free(coll_cpu_t *cpu) {
+  if (cpu->fed == NULL) return;
+  reap(cpu, 1);
+  free(cpu->fed);
+  cpu->fed = NULL;
+}
+
+static int keep(coll_cpu_t *cpu, coll_treq_t req, void *buf) {
+  fed_op_t *op = malloc(sizeof *op);
+  if (op == NULL) return -1;
+  op->req = req;
+  op->buf = buf;
+  op->next = cpu->fed->stale;
+  cpu->fed->stale = op;
+  return 0;
+}
+
+static coll_status_t root_round(coll_cpu_t *cpu, const coll_work_t *w,
+                                uint32_t round) {
+  int n = cpu->comm->world, p, got = 1;
+  size_t count = w->count, bytes = count * sizeof(float), i;
+  int64_t deadline = coll__now_ms() + w->deadline_ms;
+  coll_treq_t *reqs = calloc((size_t)n, sizeof *reqs);
+  float **bufs = calloc((size_t)n, sizeof *bufs);
+  double *sum = calloc(count ? count : 1, sizeof *sum);
+  coll_status_t s = COLL_OK;
+  if (reqs == NULL || bufs == NULL || sum == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+    goto out;
+  }
+  for (p = 1; p < n && s == COLL_OK; p++) {
+    bufs[p] = malloc(bytes ? bytes : 1);
+    if (bufs[p] == NULL) s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+    else
+      s = coll__t_irecv(cpu->t, p, COLL_ALGO_TAG(round, PHASE_CONTRIB),
+                        bufs[p], bytes, &reqs[p]);
+    if (s != COLL_OK) {
+      free(bufs[p]);
+      bufs[p] = NULL;
+    }
+  }
+  for (i = 0; i < count; i++) sum[i] = w->recv ? ((float *)w->recv)[i] : 0;
+  for (p = 1; p < n && s == COLL_OK; p++) {
+    size_t len = 0;
+    coll_status_t ws;
+    if (bufs[p] == NULL) continue;
+    ws = coll__t_wait(cpu->t, reqs[p], deadline, &len);
+    if (ws == COLL_ERR_TIMEOUT) { /* late: leave it posted, drop it later */
+      if (keep(cpu, reqs[p], bufs[p]) != 0) {
+        s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+        break;
+      }
+      reqs[p] = NULL;
+      bufs[p] = NULL;
+      continue;
+    }
+    reqs[p] = NULL; /* any other outcome completed the request */
+    if (ws == COLL_OK && len != bytes)
+      ws = coll__err(COLL_ERR_LENGTH_MISMATCH,
+                     "rank %d contributed %zu floats, rank 0 has %zu", p,
+                     len / sizeof(float), count);
+    if (ws == COLL_ERR_LENGTH_MISMATCH) continue; /* left out, not fatal */
+    if (ws != COLL_OK) {
+      s = ws;
+      break;
+    }
+    for (i = 0; i < count; i++) sum[i] += bufs[p][i];
+    got++;
+  }
+  if (s != COLL_OK) goto out;
+  for (i = 0; i < count; i++) ((float *)w->recv)[i] = (float)(sum[i] / got);
+  /* Each peer gets its own copy: a late peer may take it rounds later. */
+  for (p = 1; p < n && s == COLL_OK; p++) {
+    char *res = malloc(HDR + bytes);
+    coll_treq_t r;
+    if (res == NULL) {
+      s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+      break;
+    }
+    memcpy(res, &got, sizeof got);
+    memset(res + sizeof got, 0, HDR - sizeof got);
+    if (bytes) memcpy(res + HDR, w->recv, bytes);
+    s = coll__t_isend(cpu->t, p, COLL_ALGO_TAG(round, PHASE_RESULT), res,
+                      HDR + bytes, &r);
+    if (s != COLL_OK) {
+      free(res);
+      break;
+    }
+    if (keep(cpu, r, res) != 0) {
+      s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+      coll__t_abort(cpu->t);
+      (void)coll__t_wait(cpu->t, r, -1, NULL);
+      free(res);
+    }
+  }
+  if (s == COLL_OK && w->participants) *w->participants = got;
+out:
+  if (s != COLL_OK) {
+    /* Contributions still posted must end before their buffers go. */
+    coll__t_abort(cpu->t);
+    for (p = 1; bufs != NULL && p < n; p++)
+      if (reqs[p] != NULL) (void)coll__t_wait(cpu->t, reqs[p], -1, NULL);
+  }
+  for (p = 1; bufs && p < n; p++) free(bufs[p]);
+  free(bufs);
+  free(reqs);
+  free(sum);
+  reap(cpu, s != COLL_OK);
+  return s;
+}
+
+static coll_status_t peer_round(coll_cpu_t *cpu, const coll_work_t *w,
+                                uint32_t round) {
+  size_t bytes = w->count * sizeof(float), len = 0;
+  int64_t deadline = coll__deadline(cpu->comm->timeout_ms);
+  char *res = coll__scratch_get(&cpu->work, HDR + bytes);
+  coll_treq_t rs, rr;
+  coll_status_t s, s2;
+  int32_t got;
+  if (res == NULL) return COLL_ERR_NO_MEMORY;
+  COLL_CHECK(coll__t_irecv(cpu->t, 0, COLL_ALGO_TAG(round, PHASE_RESULT), res,
+                           HDR + bytes, &rr));
+  s = coll__t_isend(cpu->t, 0, COLL_ALGO_TAG(round, PHASE_CONTRIB), w->recv,
+                    bytes, &rs);
+  if (s != COLL_OK) {
+    coll__t_abort(cpu->t);
+    (void)coll__t_wait(cpu->t, rr, -1, NULL);
+    return s;
+  }
+  s = coll__t_wait(cpu->t, rs, deadline, NULL);
+  if (s != COLL_OK) coll__t_abort(cpu->t);
+  if (s == COLL_ERR_TIMEOUT) (void)coll__t_wait(cpu->t, rs, -1, NULL);
+  s2 = coll__t_wait(cpu->t, rr, deadline, &len);
+  if (s2 == COLL_ERR_TIMEOUT) {
+    coll__t_abort(cpu->t);
+    (void)coll__t_wait(cpu->t, rr, -1, NULL);
+  }
+  if (s != COLL_OK) return s;
+  if (s2 != COLL_OK) return s2;
+  if (len != HDR + bytes)
+    return coll__err(COLL_ERR_LENGTH_MISMATCH,
+                     "rank 0 averaged %zu floats, this rank has %zu",
+                     len > HDR ? (len - HDR) / sizeof(float) : 0, w->count);
+  memcpy(&got, res, sizeof got);
+  if (bytes) memcpy(w->recv, res + HDR, bytes);
+  if (w->participants) *w->participants = got;
+  return COLL_OK;
+}
+
+coll_status_t coll__cpu_fedavg(coll_cpu_t *cpu, const coll_work_t *w) {
+  uint32_t round;
+  if (cpu->comm->world == 1) {
+    if (w->participants) *w->participants = 1;
+    return COLL_OK;
+  }
+  if (fed_get(cpu) == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  round = cpu->fed->round++;
+  if (cpu->comm->rank == 0) return root_round(cpu, w, round);
+  return peer_round(cpu, w, round);
+}

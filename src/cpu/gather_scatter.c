@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gather_scatter.c: allgather and reduce-scatter on host memory. */
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "reduce/reduce.h"
+
+static coll_status_t allgather(coll_cpu_t *cpu, const coll_work_t *w) {
+  size_t block = w->count * coll_dtype_size(w->dtype);
+  char *mine = (char *)w->recv + (size_t)cpu->comm->rank * block;
+  coll_algo_ctx_t ctx;
+  if (block == 0) return COLL_OK;
+  if (w->send != mine) memcpy(mine, w->send, block);
+  coll__cpu_ctx(cpu, &ctx);
+  return coll__allgather_ring(&ctx, w->recv, block);
+}
+
+static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
+  coll_op_t aop = w->op == COLL_AVG ? COLL_SUM : w->op;
+  size_t n = (size_t)cpu->comm->world, total = w->count * n;
+  size_t wes = coll_dtype_size(wdt);
+  coll_algo_ctx_t ctx;
+  char *work;
+  if (w->count == 0) return COLL_OK;
+  /* The ring leaves partial sums in every other block: run on a copy so the
+   * caller's send buffer is untouched. */
+  work = coll__scratch_get(&cpu->work, total * wes);
+  if (work == NULL) return COLL_ERR_NO_MEMORY;
+  if (wdt != w->dtype)
+    coll__widen_8bit(w->dtype, (int32_t *)work, w->send, total);
+  else
+    memcpy(work, w->send, total * wes);
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(coll__reduce_scatter_ring(&ctx, work, w->count, wdt, aop));
+  coll__cpu_finish(cpu, w->recv,
+                   work + (size_t)cpu->comm->rank * w->count * wes, w->count,
+                   w->dtype, w->op);
+  return COLL_OK;
+}
+
+coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_desc_t d = {(uint32_t)w->kind, (int32_t)w->dtype, (int32_t)w->op, -1,
+                   (uint64_t)w->count};
+  if (w->kind == COLL_WORK_ALLGATHER) d.op = -1;
+  COLL_CHECK(coll__cpu_agree(cpu, &d));
+  return w->kind == COLL_WORK_ALLGATHER ? allgather(cpu, w)
+                                        : reduce_scatter(cpu, w);
+}

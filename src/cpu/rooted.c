@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rooted.c: broadcast, reduce to a root, and barrier on host memory. */
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "reduce/reduce.h"
+
+static coll_status_t reduce(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
+  coll_op_t aop = w->op == COLL_AVG ? COLL_SUM : w->op;
+  size_t es = coll_dtype_size(w->dtype);
+  coll_algo_ctx_t ctx;
+  void *work;
+  if (w->count == 0) return COLL_OK;
+  /* The algorithm clobbers non-root buffers, so it runs on a copy. */
+  work = coll__scratch_get(&cpu->work, w->count * coll_dtype_size(wdt));
+  if (work == NULL) return COLL_ERR_NO_MEMORY;
+  if (wdt != w->dtype)
+    coll__widen_8bit(w->dtype, work, w->send, w->count);
+  else
+    memcpy(work, w->send, w->count * es);
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(coll__reduce(&ctx, work, w->count, wdt, aop, w->root));
+  if (cpu->comm->rank == w->root)
+    coll__cpu_finish(cpu, w->recv, work, w->count, w->dtype, w->op);
+  return COLL_OK;
+}
+
+coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_desc_t d = {(uint32_t)w->kind, (int32_t)w->dtype, (int32_t)w->op,
+                   (int32_t)w->root, (uint64_t)w->count};
+  coll_algo_ctx_t ctx;
+  if (w->kind == COLL_WORK_BARRIER) {
+    d.dtype = d.op = d.root = -1;
+    d.count = 0;
+  } else if (w->kind == COLL_WORK_BROADCAST) {
+    d.op = -1;
+  }
+  COLL_CHECK(coll__cpu_agree(cpu, &d));
+  switch (w->kind) {
+    case COLL_WORK_BROADCAST:
+      if (w->count == 0) return COLL_OK;
+      coll__cpu_ctx(cpu, &ctx);
+      return coll__broadcast(&ctx, w->recv,
+                             w->count * coll_dtype_size(w->dtype), w->root);
+    case COLL_WORK_REDUCE:
+      return reduce(cpu, w);
+    default:
+      /* The agreement above already synchronized every rank when it ran;
+       * the barrier proper keeps the guarantee when checks are off. */
+      coll__cpu_ctx(cpu, &ctx);
+      return coll__barrier(&ctx);
+  }
+}

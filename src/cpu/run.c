@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* run.c: running one work item: sticky failures, staging, dispatch. */
+#include <string.h>
+
+#include "core/clock.h"
+#include "cpu/cpu.h"
+#include "cpu/staging.h"
+#include "reduce/reduce.h"
+
+void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
+  ctx->t = cpu->t;
+  ctx->rank = cpu->comm->rank;
+  ctx->world = cpu->comm->world;
+  ctx->deadline_ms = coll__deadline(cpu->comm->timeout_ms);
+  ctx->seq = cpu->seq++;
+  ctx->scratch = &cpu->scratch;
+  ctx->seg_bytes = cpu->seg_bytes;
+}
+
+coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
+  coll_algo_ctx_t ctx;
+  if (!cpu->check_mismatch || cpu->comm->world == 1) return COLL_OK;
+  coll__cpu_ctx(cpu, &ctx);
+  return coll__agree(&ctx, d);
+}
+
+coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {
+  if ((dt == COLL_I8 || dt == COLL_U8) && (op == COLL_SUM || op == COLL_AVG))
+    return COLL_I32;
+  return dt;
+}
+
+void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
+                      size_t count, coll_dtype_t dt, coll_op_t op) {
+  int world = cpu->comm->world;
+  if (coll__cpu_work_dtype(dt, op) != dt) {
+    coll__narrow_8bit(dt, op, dst, src, count, world);
+    return;
+  }
+  if (dst != src) memcpy(dst, src, count * coll_dtype_size(dt));
+  if (op != COLL_AVG) return;
+  if (coll__scale(dt, dst, count, 1.0 / world) != 0)
+    (void)coll__int_div(dt, dst, count, world);
+}
+
+static coll_status_t run_host(void *arg, const coll_work_t *w) {
+  coll_cpu_t *cpu = arg;
+  switch (w->kind) {
+    case COLL_WORK_ALLREDUCE:
+    case COLL_WORK_PREMUL_SUM:
+      return coll__cpu_allreduce(cpu, w);
+    case COLL_WORK_BROADCAST:
+    case COLL_WORK_REDUCE:
+    case COLL_WORK_BARRIER:
+      return coll__cpu_rooted(cpu, w);
+    case COLL_WORK_ALLGATHER:
+    case COLL_WORK_REDUCE_SCATTER:
+      return coll__cpu_gather_scatter(cpu, w);
+    case COLL_WORK_NEGOTIATE:
+      return coll__cpu_negotiate(cpu, w);
+    case COLL_WORK_FEDAVG:
+      return coll__cpu_fedavg(cpu, w);
+    case COLL_WORK_SEND:
+    case COLL_WORK_RECV:
+      break;
+  }
+  return coll__err(COLL_ERR_INTERNAL, "work kind %d reached the executor",
+                   (int)w->kind);
+}
+
+/* Failures that leave the ranks' message streams out of step: the comm
+ * cannot be trusted afterwards, so they stick. */
+static int is_fatal(coll_status_t s) {
+  return s == COLL_ERR_ABORTED || s == COLL_ERR_TIMEOUT ||
+         s == COLL_ERR_PEER_LOST || s == COLL_ERR_PROTOCOL ||
+         s == COLL_ERR_SYSTEM || s == COLL_ERR_INTERNAL;
+}
+
+coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
+  const char *what = coll__work_name(w->kind);
+  coll_status_t s;
+  if (atomic_load(&cpu->aborted))
+    return coll__err(COLL_ERR_ABORTED, "%s: the comm (%s) was aborted", what,
+                     cpu->comm->name);
+  if (cpu->broken != COLL_OK)
+    return coll__err(cpu->broken,
+                     "%s: the comm is unusable after an earlier failure: %s",
+                     what, cpu->broken_msg);
+  coll__err_clear();
+  if (coll__work_on_device(w))
+    s = coll__staged_run(cpu, w, run_host);
+  else
+    s = run_host(cpu, w);
+  if (s == COLL_OK) return COLL_OK;
+  if (atomic_load(&cpu->aborted)) {
+    s = COLL_ERR_ABORTED;
+    coll__err(s, "%s: the comm (%s) was aborted", what, cpu->comm->name);
+  } else {
+    coll__err_prefix(what);
+  }
+  if (is_fatal(s) || atomic_load(&cpu->t->aborted)) {
+    cpu->broken = s;
+    memcpy(cpu->broken_msg, coll_last_error(), COLL_ERRMSG_MAX);
+    coll__t_abort(cpu->t); /* peers learn at once instead of timing out */
+  }
+  return s;
+}
