@@ -73,7 +73,11 @@ coll_status_t coll_comm_create(coll_transport_t *t,
   *out = NULL;
   if (t == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_create: transport is NULL");
-  return coll__cpu_comm_create(t, cfg, out);
+  {
+    coll_status_t s = coll__cpu_comm_create(t, cfg, out);
+    if (s != COLL_OK) coll__err_prefix("comm_create");
+    return s;
+  }
 }
 
 coll_status_t coll_comm_destroy(coll_comm_t *c) {

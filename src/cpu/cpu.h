@@ -34,7 +34,10 @@ typedef struct coll_cpu {
   coll_scratch_t work;    /* copies, widened 8-bit sums, packed batches */
   coll_scratch_t extra;   /* second area (negotiate, reduce-scatter) */
   coll_fedavg_t *fed;
-  coll_status_t broken;   /* sticky failure, COLL_OK while healthy */
+
+  /* Sticky failure (guarded by mu: point-to-point calls on the user's
+   * thread and the worker both set and read it). */
+  coll_status_t broken; /* COLL_OK while healthy */
   char broken_msg[COLL_ERRMSG_MAX];
 
   atomic_int aborted;
@@ -71,6 +74,13 @@ coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op);
 /* Turns a sum in the work dtype into the user's result: narrow, scale. */
 void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
                       size_t count, coll_dtype_t dt, coll_op_t op);
+
+/* Records the comm's first fatal failure (this thread's error text) and
+ * aborts the transport so peers learn at once. Any thread. */
+void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s);
+/* COLL_OK, or the sticky failure with "what: the comm is unusable..."
+ * recorded as this thread's error. Any thread. */
+coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what);
 
 /* Executor (executor.c). */
 coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,

@@ -60,8 +60,10 @@ static coll_status_t finish(p2p_req_t *r, int64_t deadline_ms) {
                   "rank %d sent %zu bytes on tag %u, more than the %zu-element "
                   "buffer holds",
                   w->root, len, w->tag, w->count);
-  if (s != COLL_OK)
+  if (s != COLL_OK) {
     coll__err_prefix(w->kind == COLL_WORK_SEND ? "send" : "recv");
+    if (s != COLL_ERR_LENGTH_MISMATCH) coll__cpu_set_broken(cpu, s);
+  }
   return s;
 }
 
@@ -72,11 +74,7 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
   size_t bytes = w->count * coll_dtype_size(w->dtype);
   const char *what = coll__work_name(w->kind);
   (void)blocking;
-  if (atomic_load(&cpu->aborted))
-    return coll__err(COLL_ERR_ABORTED, "%s: the comm was aborted", what);
-  if (cpu->broken != COLL_OK)
-    return coll__err(cpu->broken, "%s: the comm is unusable after an earlier "
-                     "failure: %s", what, cpu->broken_msg);
+  COLL_CHECK(coll__cpu_check_usable(cpu, what));
   r = calloc(1, sizeof *r);
   if (r == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory", what);

@@ -79,13 +79,7 @@ static int is_fatal(coll_status_t s) {
 coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   const char *what = coll__work_name(w->kind);
   coll_status_t s;
-  if (atomic_load(&cpu->aborted))
-    return coll__err(COLL_ERR_ABORTED, "%s: the comm (%s) was aborted", what,
-                     cpu->comm->name);
-  if (cpu->broken != COLL_OK)
-    return coll__err(cpu->broken,
-                     "%s: the comm is unusable after an earlier failure: %s",
-                     what, cpu->broken_msg);
+  COLL_CHECK(coll__cpu_check_usable(cpu, what));
   coll__err_clear();
   if (coll__work_on_device(w))
     s = coll__staged_run(cpu, w, run_host);
@@ -98,10 +92,31 @@ coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   } else {
     coll__err_prefix(what);
   }
-  if (is_fatal(s) || atomic_load(&cpu->t->aborted)) {
+  if (is_fatal(s) || atomic_load(&cpu->t->aborted)) coll__cpu_set_broken(cpu, s);
+  return s;
+}
+
+void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s) {
+  uv_mutex_lock(&cpu->mu);
+  if (cpu->broken == COLL_OK) {
     cpu->broken = s;
     memcpy(cpu->broken_msg, coll_last_error(), COLL_ERRMSG_MAX);
-    coll__t_abort(cpu->t); /* peers learn at once instead of timing out */
   }
-  return s;
+  uv_mutex_unlock(&cpu->mu);
+  coll__t_abort(cpu->t); /* peers learn at once instead of timing out */
+}
+
+coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what) {
+  coll_status_t s;
+  char msg[COLL_ERRMSG_MAX];
+  if (atomic_load(&cpu->aborted))
+    return coll__err(COLL_ERR_ABORTED, "%s: the comm (%s) was aborted", what,
+                     cpu->comm->name);
+  uv_mutex_lock(&cpu->mu);
+  s = cpu->broken;
+  if (s != COLL_OK) memcpy(msg, cpu->broken_msg, sizeof msg);
+  uv_mutex_unlock(&cpu->mu);
+  if (s == COLL_OK) return COLL_OK;
+  return coll__err(s, "%s: the comm is unusable after an earlier failure: %.400s",
+                   what, msg);
 }
