@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bootstrap.h: what coll_tcp_create and coll_comm_init_env share: address
+ * resolution, local interface choice, and the rendezvous (rank 0 serves the
+ * store, every rank joins, missing ranks are named, the store stops once
+ * every rank is done with it). */
+#ifndef COLL_BOOTSTRAP_BOOTSTRAP_H
+#define COLL_BOOTSTRAP_BOOTSTRAP_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "bootstrap/store.h"
+#include "coll.h"
+
+/* Numeric host text: the longest IPv6 address with a %scope fits. */
+#define COLL_ADDR_TEXT_MAX 96
+
+/* ifaddr.c ---------------------------------------------------------------- */
+
+/* Resolves host (a name or a numeric address) to its first address; `what`
+ * names the setting in the error ("MASTER_ADDR"). numeric (may be NULL)
+ * receives the address as text. COLL_ERR_INVALID_ARG when it does not
+ * resolve. Any thread. */
+coll_status_t coll__resolve_host(const char *what, const char *host,
+                                 struct sockaddr_storage *out,
+                                 char numeric[COLL_ADDR_TEXT_MAX]);
+
+/* The address this host should listen on to be reached by peers of master:
+ * the first address of interface `ifname` in master's family (global before
+ * link-local) when ifname is set, else the source address the routing
+ * table picks toward master. `ifname_what` names where ifname came from, for
+ * messages ("COLL_SOCKET_IFNAME"). Any thread. */
+coll_status_t coll__local_addr(const struct sockaddr_storage *master,
+                               const char *ifname, const char *ifname_what,
+                               char out[COLL_ADDR_TEXT_MAX]);
+
+/* rendezvous.c ------------------------------------------------------------ */
+
+typedef struct coll_rdv_cfg {
+  int rank;
+  int world;
+  const char *master_host;  /* as the user gave it, for messages */
+  const char *master_ip;    /* numeric, resolved: rank 0 listens there */
+  int master_port;
+  const char *token;        /* NULL/"": none */
+  int64_t deadline_ms;      /* absolute (coll__now_ms), < 0: none */
+} coll_rdv_cfg_t;
+
+typedef struct coll_rdv coll_rdv_t;
+
+/* Rank 0 starts the store; every rank connects and joins. Returns once all
+ * ranks joined; otherwise COLL_ERR_TIMEOUT naming the ranks that did not.
+ * One thread. */
+coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out);
+/* The store client, for publishing and looking up. */
+coll_store_t *coll__rdv_store(coll_rdv_t *r);
+/* This rank is done with the store. Rank 0 waits (until the deadline) for
+ * every rank to say so, then stops the store; the others return at once.
+ * Frees r in all cases. One thread. */
+coll_status_t coll__rdv_finish(coll_rdv_t *r);
+/* Abandons the rendezvous after a failure: closes the client and, on rank
+ * 0, stops the store. NULL is a no-op. */
+void coll__rdv_abandon(coll_rdv_t *r);
+
+/* A coll_tcp_rdv_t (src/transport/tcp/tcp.h) over r: publish sets
+ * "addr/<rank>", lookup waits for it. */
+struct coll_tcp_rdv;
+void coll__rdv_tcp_adapter(coll_rdv_t *r, struct coll_tcp_rdv *out);
+
+/* Formats "2, 5, 7" (at most a line, then "and N more") from rank ids. */
+void coll__format_ranks(char *out, size_t cap, const int *ranks, int n);
+
+#endif

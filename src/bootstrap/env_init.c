@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* env_init.c: coll_comm_init_env, a comm from torchrun's environment
+ * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): NCCL when the NCCL backend
+ * is selected, else the CPU ring over the TCP transport. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/clock.h"
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "nccl/nccl_env.h"
+
+/* Bounds the world so per-rank key tables stay reasonable. */
+#define ENV_WORLD_MAX (1 << 20)
+
+typedef struct env_job {
+  int rank;
+  int world;
+  const char *master_addr;
+  int master_port;
+} env_job_t;
+
+/* A required integer variable within [lo, hi]; `range` says which values
+ * are allowed, for the message. */
+static coll_status_t env_required_int(coll_env_t id, int64_t lo, int64_t hi,
+                                      const char *range, int *out) {
+  const char *name = coll__env_name(id), *v = coll__env(id);
+  char *end = NULL;
+  long long x;
+  if (v == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s is not set (coll_comm_init_env needs RANK, "
+                     "WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun "
+                     "sets them)",
+                     name);
+  errno = 0;
+  x = strtoll(v, &end, 10);
+  if (errno == ERANGE)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s=%s is out of range (%s)", name,
+                     v, range);
+  if (errno != 0 || end == v || *end != '\0')
+    return coll__err(COLL_ERR_INVALID_ARG, "%s='%s' is not a number", name, v);
+  if (x < lo || x > hi)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s=%lld is out of range (%s)", name,
+                     x, range);
+  *out = (int)x;
+  return COLL_OK;
+}
+
+static coll_status_t read_env(env_job_t *j) {
+  char range[64];
+  COLL_CHECK(env_required_int(COLL_ENV_WORLD_SIZE, 1, ENV_WORLD_MAX,
+                              "1..1048576", &j->world));
+  snprintf(range, sizeof range, "0..%d for WORLD_SIZE=%d", j->world - 1,
+           j->world);
+  COLL_CHECK(env_required_int(COLL_ENV_RANK, 0, j->world - 1, range,
+                              &j->rank));
+  j->master_addr = coll__env(COLL_ENV_MASTER_ADDR);
+  if (j->master_addr == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "MASTER_ADDR is not set (the host of rank 0, as "
+                     "torchrun sets it)");
+  return env_required_int(COLL_ENV_MASTER_PORT, 1, 65535, "1..65535",
+                          &j->master_port);
+}
+
+static int64_t config_timeout(const coll_comm_config_t *cfg) {
+  if (cfg != NULL &&
+      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
+      cfg->timeout_ms != 0)
+    return cfg->timeout_ms;
+  return coll__default_timeout_ms();
+}
+
+/* NCCL: the same rendezvous carries rank 0's unique id to everyone. */
+static coll_status_t nccl_init(const env_job_t *j,
+                               const coll_comm_config_t *cfg,
+                               coll_comm_t **out) {
+  char master_ip[COLL_ADDR_TEXT_MAX];
+  struct sockaddr_storage master;
+  coll_rdv_cfg_t rc;
+  coll_rdv_t *r = NULL;
+  coll_status_t s;
+  int64_t left;
+  COLL_CHECK(coll__resolve_host("MASTER_ADDR", j->master_addr, &master,
+                                master_ip));
+  rc = (coll_rdv_cfg_t){j->rank,   j->world, j->master_addr,
+                        master_ip, j->master_port,
+                        coll__env(COLL_ENV_AUTH_TOKEN),
+                        coll__deadline(config_timeout(cfg))};
+  COLL_CHECK(coll__rdv_open(&rc, &r));
+  left = coll__remaining_ms(rc.deadline_ms);
+  /* 0 would read as "the default" there; a spent budget is 1 ms. */
+  s = coll__nccl_comm_from_store(coll__rdv_store(r), j->rank, j->world, cfg,
+                                 left == 0 ? 1 : left, out);
+  if (s != COLL_OK) {
+    coll__rdv_abandon(r);
+    return s;
+  }
+  s = coll__rdv_finish(r);
+  if (s != COLL_OK) {
+    coll_comm_destroy(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+static coll_status_t cpu_init(const env_job_t *j,
+                              const coll_comm_config_t *cfg,
+                              coll_comm_t **out) {
+  coll_tcp_config_t tc = COLL_TCP_CONFIG_INIT;
+  coll_transport_t *t = NULL;
+  tc.rank = j->rank;
+  tc.world = j->world;
+  tc.master_addr = j->master_addr;
+  tc.master_port = j->master_port;
+  tc.timeout_ms = config_timeout(cfg);
+  COLL_CHECK(coll_tcp_create(&tc, &t));
+  return coll__cpu_comm_create(t, cfg, out);
+}
+
+coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
+                                 coll_comm_t **out) {
+  env_job_t j;
+  coll_status_t s;
+  int nccl;
+  coll__err_clear();
+  if (out == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_init_env: out is NULL");
+  *out = NULL;
+  if (cfg != NULL && cfg->size < offsetof(coll_comm_config_t, timeout_ms) +
+                                     sizeof(int64_t))
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "comm_init_env: cfg->size %zu is too small; start from "
+                     "COLL_COMM_CONFIG_INIT",
+                     cfg->size);
+  s = read_env(&j);
+  if (s != COLL_OK) goto out;
+  nccl = coll__nccl_env_selected();
+  if (nccl < 0) {
+    s = COLL_ERR_NOT_AVAILABLE; /* the reason is recorded */
+    goto out;
+  }
+  s = nccl > 0 ? nccl_init(&j, cfg, out) : cpu_init(&j, cfg, out);
+out:
+  if (s != COLL_OK) coll__err_prefix("comm_init_env");
+  return s;
+}

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rendezvous.c: ranks meeting through the store. Keys:
+ *   joined/<r>  counter, 1 once rank r arrived (2: a second process
+ *               claimed the same rank)
+ *   verdict     set by rank 0 only: "ok" once every joined/<r> exists, or
+ *               "FAIL <reason>" naming the ranks still missing at its
+ *               deadline, so every waiting rank fails with the same names
+ *   ack/<r>     rank r read a FAIL verdict (rank 0 lingers briefly for it)
+ *   addr/<r>    rank r's transport address
+ *   done/<r>    rank r no longer needs the store; rank 0 stops it after
+ *               every done/<r> exists */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/store_ext.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/tcp/tcp.h"
+
+/* A rank that waits for rank 0's verdict allows it this much longer than
+ * its own timeout, so rank 0 (whose deadline may fall a little later) gets
+ * to name the missing ranks for everyone. */
+#define RDV_VERDICT_GRACE_MS 2000
+/* After a FAIL verdict, rank 0 keeps the store up this long at most for the
+ * ranks that are present to read it. */
+#define RDV_LINGER_MS 2000
+#define RDV_KEY_MAX 32
+
+struct coll_rdv {
+  coll_store_server_t *server; /* rank 0 only */
+  coll_store_t *store;
+  int rank;
+  int world;
+  int64_t deadline_ms;
+  int64_t timeout_ms;          /* for messages */
+  char where[COLL_ADDR_TEXT_MAX + 48];
+};
+
+void coll__format_ranks(char *out, size_t cap, const int *ranks, int n) {
+  size_t used = 0;
+  int i;
+  out[0] = '\0';
+  for (i = 0; i < n && used + 24 < cap; i++)
+    used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? ", " : "",
+                             ranks[i]);
+  if (i < n) snprintf(out + used, cap - used, " and %d more", n - i);
+}
+
+/* Keys "<prefix>/0" .. "<prefix>/<world-1>" in one allocation. */
+static const char **rank_keys(const char *prefix, int world) {
+  const char **keys = malloc((size_t)world * (sizeof *keys + RDV_KEY_MAX));
+  char *names = (char *)(keys + world);
+  int i;
+  if (keys == NULL) return NULL;
+  for (i = 0; i < world; i++) {
+    snprintf(names + (size_t)i * RDV_KEY_MAX, RDV_KEY_MAX, "%s/%d", prefix, i);
+    keys[i] = names + (size_t)i * RDV_KEY_MAX;
+  }
+  return keys;
+}
+
+/* Records COLL_ERR_TIMEOUT naming the ranks whose "<prefix>/<r>" key is
+ * still missing, or `otherwise` when none is. */
+static coll_status_t name_missing(coll_rdv_t *r, const char *prefix,
+                                  const char *verb, const char *otherwise) {
+  const char **keys = rank_keys(prefix, r->world);
+  int *missing = malloc((size_t)r->world * sizeof *missing), n = 0;
+  char ranks[300];
+  coll_status_t s;
+  if (keys == NULL || missing == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
+    goto out;
+  }
+  s = coll__store_missing(r->store, keys, r->world, missing, &n);
+  if (s != COLL_OK) goto out;
+  if (n == 0) {
+    s = coll__err(COLL_ERR_TIMEOUT, "rendezvous at %s: %s", r->where,
+                  otherwise);
+    goto out;
+  }
+  coll__format_ranks(ranks, sizeof ranks, missing, n);
+  s = coll__err(COLL_ERR_TIMEOUT,
+                "rendezvous at %s: %d of %d ranks %s within %lld ms: rank%s %s",
+                r->where, n, r->world, verb, (long long)r->timeout_ms,
+                n > 1 ? "s" : "", ranks);
+out:
+  free(keys);
+  free(missing);
+  return s;
+}
+
+/* After a FAIL verdict, keeps the store up (RDV_LINGER_MS at most) until
+ * every rank that did join has read it. */
+static void linger(coll_rdv_t *r, const char *const *joined) {
+  const char **acks = rank_keys("ack", r->world);
+  int *missing = malloc((size_t)r->world * sizeof *missing);
+  int n = 0, i, j = 0, k = 0;
+  if (acks != NULL && missing != NULL &&
+      coll__store_missing(r->store, joined, r->world, missing, &n) == COLL_OK) {
+    /* missing[] is increasing: keep the ack keys of the others, rank 0
+     * excluded (it is the one waiting). */
+    for (i = 1; i < r->world; i++) {
+      while (j < n && missing[j] < i) j++;
+      if (j < n && missing[j] == i) continue;
+      acks[k++] = acks[i];
+    }
+    if (k > 0) (void)coll__store_wait(r->store, acks, k, RDV_LINGER_MS);
+  }
+  free(acks);
+  free(missing);
+}
+
+/* Rank 0: waits for every rank, then tells them all the outcome. */
+static coll_status_t judge(coll_rdv_t *r) {
+  const char **keys = rank_keys("joined", r->world);
+  char verdict[COLL_ERRMSG_MAX + 8], reason[COLL_ERRMSG_MAX];
+  coll_status_t s;
+  if (keys == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "rendezvous: no memory");
+  s = coll__store_wait(r->store, keys, r->world,
+                       coll__remaining_ms(r->deadline_ms));
+  if (s == COLL_OK) {
+    free(keys);
+    return coll__store_set(r->store, "verdict", "ok", 2);
+  }
+  if (s == COLL_ERR_TIMEOUT)
+    s = name_missing(r, "joined", "did not join",
+                     "every rank joined, but too late");
+  /* The ranks that are here learn the names at once, instead of each
+   * timing out on its own; then the store may go. */
+  coll__err_save(reason);
+  snprintf(verdict, sizeof verdict, "FAIL %s", reason);
+  if (coll__store_set(r->store, "verdict", verdict, strlen(verdict)) ==
+      COLL_OK)
+    linger(r, keys);
+  free(keys);
+  coll__err_restore(reason);
+  return s;
+}
+
+/* Ranks other than 0: wait for rank 0's verdict. */
+static coll_status_t hear_verdict(coll_rdv_t *r) {
+  char v[COLL_ERRMSG_MAX + 8], key[RDV_KEY_MAX];
+  int64_t left = coll__remaining_ms(r->deadline_ms);
+  size_t len = 0;
+  coll_status_t s;
+  s = coll__store_get(r->store, "verdict", v, sizeof v - 1, &len,
+                      left < 0 ? -1 : left + RDV_VERDICT_GRACE_MS);
+  if (s == COLL_ERR_TIMEOUT)
+    return name_missing(r, "joined", "did not join",
+                        "rank 0 never confirmed that every rank joined");
+  if (s != COLL_OK) {
+    coll__err_prefix("rendezvous: lost the store on rank 0");
+    return s;
+  }
+  v[len] = '\0';
+  if (strcmp(v, "ok") == 0) return COLL_OK;
+  snprintf(key, sizeof key, "ack/%d", r->rank);
+  (void)coll__store_set(r->store, key, "1", 1);
+  return coll__err(COLL_ERR_TIMEOUT, "%s",
+                   strncmp(v, "FAIL ", 5) == 0 ? v + 5 : v);
+}
+
+static coll_status_t join(coll_rdv_t *r) {
+  char key[RDV_KEY_MAX];
+  int64_t n = 0;
+  snprintf(key, sizeof key, "joined/%d", r->rank);
+  COLL_CHECK(coll__store_add(r->store, key, 1, &n));
+  if (n != 1)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "rendezvous at %s: rank %d joined twice (two processes "
+                     "have RANK=%d)",
+                     r->where, r->rank, r->rank);
+  return r->rank == 0 ? judge(r) : hear_verdict(r);
+}
+
+/* Rank 0 serves the store on MASTER_ADDR:MASTER_PORT. */
+static coll_status_t serve(coll_rdv_t *r, const coll_rdv_cfg_t *cfg) {
+  char why[COLL_ERRMSG_MAX];
+  const char *w;
+  coll_status_t s = coll__store_server_start(cfg->master_ip, cfg->master_port,
+                                             cfg->token, &r->server);
+  if (s == COLL_OK) return COLL_OK;
+  coll__err_save(why);
+  w = strncmp(why, "store: ", 7) == 0 ? why + 7 : why;
+  return coll__err(s,
+                   "rank 0 cannot serve the rendezvous store (MASTER_ADDR=%s, "
+                   "MASTER_PORT=%d): %s",
+                   cfg->master_host, cfg->master_port, w);
+}
+
+static coll_status_t connect_store(coll_rdv_t *r, const coll_rdv_cfg_t *cfg) {
+  char why[COLL_ERRMSG_MAX];
+  coll_status_t s =
+      coll__store_connect(cfg->master_ip, cfg->master_port, cfg->token,
+                          coll__remaining_ms(cfg->deadline_ms), &r->store);
+  if (s != COLL_ERR_TIMEOUT || r->rank == 0) return s;
+  coll__err_save(why);
+  return coll__err(s, "rendezvous: rank 0 is missing: %s", why);
+}
+
+coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
+  coll_rdv_t *r = calloc(1, sizeof *r);
+  coll_status_t s;
+  *out = NULL;
+  if (r == NULL) return coll__err(COLL_ERR_NO_MEMORY, "rendezvous: no memory");
+  r->rank = cfg->rank;
+  r->world = cfg->world;
+  r->deadline_ms = cfg->deadline_ms;
+  r->timeout_ms =
+      cfg->deadline_ms < 0 ? -1 : coll__remaining_ms(cfg->deadline_ms);
+  snprintf(r->where, sizeof r->where,
+           strchr(cfg->master_ip, ':') ? "[%s]:%d" : "%s:%d", cfg->master_ip,
+           cfg->master_port);
+  if (r->rank == 0) COLL_CHECK_GOTO(serve(r, cfg), s, fail);
+  COLL_CHECK_GOTO(connect_store(r, cfg), s, fail);
+  COLL_CHECK_GOTO(join(r), s, fail);
+  COLL_INFO(COLL_LOG_BOOT, "rendezvous at %s: all %d ranks joined", r->where,
+            r->world);
+  *out = r;
+  return COLL_OK;
+fail:
+  coll__rdv_abandon(r);
+  return s;
+}
+
+coll_store_t *coll__rdv_store(coll_rdv_t *r) { return r->store; }
+
+void coll__rdv_abandon(coll_rdv_t *r) {
+  if (r == NULL) return;
+  coll__store_close(r->store);
+  coll__store_server_stop(r->server);
+  free(r);
+}
+
+coll_status_t coll__rdv_finish(coll_rdv_t *r) {
+  char key[RDV_KEY_MAX];
+  const char **keys = NULL;
+  coll_status_t s;
+  snprintf(key, sizeof key, "done/%d", r->rank);
+  COLL_CHECK_GOTO(coll__store_set(r->store, key, "1", 1), s, out);
+  if (r->rank != 0) goto out;
+  keys = rank_keys("done", r->world);
+  if (keys == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
+    goto out;
+  }
+  s = coll__store_wait(r->store, keys, r->world,
+                       coll__remaining_ms(r->deadline_ms));
+  if (s == COLL_ERR_TIMEOUT)
+    s = name_missing(r, "done", "did not finish connecting",
+                     "every rank finished, but too late");
+out:
+  free(keys);
+  coll__rdv_abandon(r);
+  return s;
+}
+
+static coll_status_t rdv_publish(void *ctx, int rank, const char *addr) {
+  char key[RDV_KEY_MAX];
+  snprintf(key, sizeof key, "addr/%d", rank);
+  return coll__store_set(((coll_rdv_t *)ctx)->store, key, addr, strlen(addr));
+}
+
+static coll_status_t rdv_lookup(void *ctx, int rank, char *addr, size_t cap,
+                                int64_t deadline_ms) {
+  coll_rdv_t *r = ctx;
+  char key[RDV_KEY_MAX];
+  size_t len = 0;
+  coll_status_t s;
+  if (cap == 0)
+    return coll__err(COLL_ERR_INVALID_ARG, "rendezvous lookup: no room");
+  snprintf(key, sizeof key, "addr/%d", rank);
+  s = coll__store_get(r->store, key, addr, cap - 1, &len,
+                      coll__remaining_ms(deadline_ms));
+  if (s == COLL_ERR_TIMEOUT)
+    return coll__err(s,
+                     "rendezvous at %s: rank %d did not publish its address "
+                     "in time",
+                     r->where, rank);
+  if (s != COLL_OK) return s;
+  addr[len] = '\0';
+  return COLL_OK;
+}
+
+void coll__rdv_tcp_adapter(coll_rdv_t *r, struct coll_tcp_rdv *out) {
+  out->ctx = r;
+  out->publish = rdv_publish;
+  out->lookup = rdv_lookup;
+}

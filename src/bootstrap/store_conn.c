@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store_conn.c: one client connection on the store server. The read buffer
+ * handed to libuv is exactly the rest of the current header or body, so a
+ * connection never reads past its request, a half request costs nothing but
+ * its own small state, and a body is allocated only after its header passed
+ * every check (magic, version, op, key count, length cap). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/store_auth.h"
+#include "bootstrap/store_srv.h"
+#include "core/log.h"
+
+/* Above this many queued reply bytes the connection stops reading, so a
+ * client that sends requests but never reads replies cannot grow them. */
+#define STORE_WQ_HIGH (256u * 1024u)
+/* A final error reply gets this long to go out before the socket closes. */
+#define STORE_DRAIN_MS 2000
+#define STORE_HELLO_BODY (COLL_STORE_NONCE_BYTES + COLL_STORE_MAC_BYTES)
+
+typedef struct store_wreq {
+  uv_write_t req;
+  store_conn_t *conn;
+  size_t bytes;
+  uint8_t data[];
+} store_wreq_t;
+
+static void on_closed(uv_handle_t *h) {
+  store_conn_t *c = h->data;
+  if (--c->open_handles > 0) return;
+  free(c->body);
+  free(c->keys);
+  free(c);
+}
+
+void coll__store_conn_close(store_conn_t *c) {
+  if (c->closing) return;
+  c->closing = 1;
+  c->reading = 0;
+  if (c->wentry != NULL) coll__store_unpark(c);
+  coll__smap_link_remove(&c->link);
+  uv_close((uv_handle_t *)&c->timer, on_closed);
+  uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  store_conn_t *c = h->data;
+  (void)suggested;
+  if (c->hdr_got < COLL_STORE_HDR_BYTES) {
+    *buf = uv_buf_init((char *)c->hdr_buf + c->hdr_got,
+                       (unsigned)(COLL_STORE_HDR_BYTES - c->hdr_got));
+  } else if (c->body != NULL && c->body_got < c->hdr.body_len) {
+    *buf = uv_buf_init((char *)c->body + c->body_got,
+                       (unsigned)(c->hdr.body_len - c->body_got));
+  } else {
+    *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS; ignored */
+  }
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* Reads exactly while there is a request to read and room to reply. */
+static void update_reading(store_conn_t *c) {
+  int want = !c->closing && c->state == STORE_CONN_READING &&
+             c->wq_bytes <= STORE_WQ_HIGH;
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+      coll__store_conn_close(c);
+      return;
+    }
+    c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+  }
+}
+
+static void on_write(uv_write_t *req, int status) {
+  store_wreq_t *w = (store_wreq_t *)req;
+  store_conn_t *c = w->conn;
+  c->wq_bytes -= w->bytes;
+  free(w);
+  if (c->closing) return;
+  if (status < 0 || (c->state == STORE_CONN_DRAINING && c->wq_bytes == 0)) {
+    coll__store_conn_close(c);
+    return;
+  }
+  update_reading(c);
+}
+
+int coll__store_reply(store_conn_t *c, uint8_t code, int64_t arg,
+                      const void *a, size_t na, const void *b, size_t nb) {
+  size_t n = COLL_STORE_HDR_BYTES + na + nb;
+  store_wreq_t *w;
+  coll_store_hdr_t h = coll__store_hdr(code, 0, (uint32_t)(na + nb), arg);
+  uv_buf_t buf;
+  if (c->closing) return -1;
+  w = malloc(sizeof *w + n);
+  if (w == NULL) {
+    coll__store_conn_close(c);
+    return -1;
+  }
+  coll__store_hdr_encode(w->data, &h);
+  if (na > 0) memcpy(w->data + COLL_STORE_HDR_BYTES, a, na);
+  if (nb > 0) memcpy(w->data + COLL_STORE_HDR_BYTES + na, b, nb);
+  w->conn = c;
+  w->bytes = n;
+  buf = uv_buf_init((char *)w->data, (unsigned)n);
+  if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_write) != 0) {
+    free(w);
+    coll__store_conn_close(c);
+    return -1;
+  }
+  c->wq_bytes += n;
+  update_reading(c);
+  return 0;
+}
+
+static void on_timer(uv_timer_t *t) {
+  store_conn_t *c = t->data;
+  if (c->state == STORE_CONN_WAITING) {
+    coll__store_wait_expired(c);
+    return;
+  }
+  /* A handshake that never finished, or a drain that never completed. */
+  if (!c->authed && c->state == STORE_CONN_READING)
+    atomic_fetch_add(&c->srv->n_refused, 1);
+  coll__store_conn_close(c);
+}
+
+void coll__store_conn_fail(store_conn_t *c, uint8_t code, const char *fmt,
+                           ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  COLL_INFO(COLL_LOG_BOOT, "store %s:%d: dropping a client: %s", c->srv->addr,
+            c->srv->port, msg);
+  atomic_fetch_add(&c->srv->n_refused, 1);
+  if (c->wentry != NULL) coll__store_unpark(c);
+  c->state = STORE_CONN_DRAINING;
+  update_reading(c);
+  if (coll__store_reply(c, code, 0, msg, strlen(msg), NULL, 0) != 0) return;
+  uv_timer_start(&c->timer, on_timer, STORE_DRAIN_MS, 0);
+}
+
+void coll__store_request_done(store_conn_t *c) {
+  uv_timer_stop(&c->timer);
+  free(c->body);
+  free(c->keys);
+  c->body = NULL;
+  c->keys = NULL;
+  c->nkeys = 0;
+  c->hdr_got = 0;
+  c->body_got = 0;
+  c->state = STORE_CONN_READING;
+  update_reading(c);
+}
+
+void coll__store_conn_wait(store_conn_t *c, int64_t timeout_ms) {
+  c->state = STORE_CONN_WAITING;
+  update_reading(c);
+  if (timeout_ms > 0)
+    uv_timer_start(&c->timer, on_timer, (uint64_t)timeout_ms, 0);
+}
+
+static void note_body_size(coll_store_server_t *srv, size_t n) {
+  size_t cur = atomic_load(&srv->max_body);
+  while (n > cur && !atomic_compare_exchange_weak(&srv->max_body, &cur, n)) {
+  }
+}
+
+/* Checks a complete header; allocates the body only if it passed. 0 when
+ * the body should be read next, -1 when the connection is failing. */
+static int check_header(store_conn_t *c) {
+  coll_store_hdr_t *h = &c->hdr;
+  uint32_t min_body = 0, max_body = COLL_STORE_BODY_MAX;
+  coll__store_hdr_decode(c->hdr_buf, h);
+  if (h->magic != COLL_STORE_MAGIC) {
+    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
+                          "not a libcoll store message (magic 0x%08x)",
+                          h->magic);
+    return -1;
+  }
+  if (h->version != COLL_STORE_VERSION) {
+    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
+                          "store protocol version %u; this server speaks %u",
+                          h->version, COLL_STORE_VERSION);
+    return -1;
+  }
+  if (!c->authed) {
+    if (h->code != COLL_STORE_OP_HELLO || h->nkeys != 0 ||
+        h->body_len != STORE_HELLO_BODY) {
+      coll__store_conn_fail(c, COLL_STORE_ST_BAD,
+                            "expected HELLO first, got op %u with %u bytes",
+                            h->code, h->body_len);
+      return -1;
+    }
+    min_body = max_body = STORE_HELLO_BODY;
+  } else {
+    int one_key = h->code == COLL_STORE_OP_SET ||
+                  h->code == COLL_STORE_OP_GET || h->code == COLL_STORE_OP_ADD;
+    if (!one_key && h->code != COLL_STORE_OP_WAIT) {
+      coll__store_conn_fail(c, COLL_STORE_ST_BAD, "unknown store op %u",
+                            h->code);
+      return -1;
+    }
+    if ((one_key && h->nkeys != 1) ||
+        (!one_key && (h->nkeys < 1 || h->nkeys > COLL_STORE_WAIT_KEYS_MAX))) {
+      coll__store_conn_fail(c, COLL_STORE_ST_BAD,
+                            "op %u names %u keys", h->code, h->nkeys);
+      return -1;
+    }
+    min_body = 3u * h->nkeys; /* each key: a u16 length and >= 1 byte */
+  }
+  if (h->body_len < min_body || h->body_len > max_body) {
+    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
+                          "request claims a %u-byte body; allowed %u..%u",
+                          h->body_len, min_body, max_body);
+    return -1;
+  }
+  c->body = malloc(h->body_len);
+  if (c->body == NULL) {
+    coll__store_conn_fail(c, COLL_STORE_ST_BAD, "server out of memory");
+    return -1;
+  }
+  note_body_size(c->srv, h->body_len);
+  c->body_got = 0;
+  return 0;
+}
+
+/* The client's HELLO is complete: check its proof of the token and prove
+ * ours (see store_proto.h). */
+static void serve_hello(store_conn_t *c) {
+  const uint8_t *cnonce = c->body, *cmac = c->body + COLL_STORE_NONCE_BYTES;
+  const char *token = c->srv->token;
+  int client_has = (c->hdr.arg & COLL_STORE_FLAG_TOKEN) != 0;
+  uint8_t mac[COLL_SHA256_BYTES];
+  if (token != NULL && !client_has) {
+    coll__store_conn_fail(c, COLL_STORE_ST_AUTH,
+                          "this store requires an auth token and the client "
+                          "has none (set the same COLL_AUTH_TOKEN on every "
+                          "rank)");
+    return;
+  }
+  if (token == NULL && client_has) {
+    coll__store_conn_fail(c, COLL_STORE_ST_AUTH,
+                          "this store has no auth token but the client has "
+                          "one (set the same COLL_AUTH_TOKEN on every rank, "
+                          "or none)");
+    return;
+  }
+  coll__store_mac(token, "coll-store-client", c->snonce, cnonce, mac);
+  if (!coll__bytes_equal_ct(mac, cmac, sizeof mac)) {
+    coll__store_conn_fail(c, COLL_STORE_ST_AUTH,
+                          "auth token mismatch: the client's token differs "
+                          "from the store's (COLL_AUTH_TOKEN)");
+    return;
+  }
+  coll__store_mac(token, "coll-store-server", cnonce, c->snonce, mac);
+  c->authed = 1;
+  if (coll__store_reply(c, COLL_STORE_ST_OK, 0, mac, sizeof mac, NULL, 0) != 0)
+    return;
+  coll__store_request_done(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  store_conn_t *c = s->data;
+  (void)buf;
+  if (n == 0 || n == UV_ENOBUFS || c->closing) return;
+  if (n < 0) { /* EOF or reset: the client is gone */
+    coll__store_conn_close(c);
+    return;
+  }
+  if (c->hdr_got < COLL_STORE_HDR_BYTES) {
+    c->hdr_got += (size_t)n;
+    if (c->hdr_got == COLL_STORE_HDR_BYTES) (void)check_header(c);
+    return;
+  }
+  c->body_got += (size_t)n;
+  if (c->body_got < c->hdr.body_len) return;
+  if (!c->authed) {
+    serve_hello(c);
+    return;
+  }
+  atomic_fetch_add(&c->srv->n_requests, 1);
+  coll__store_serve(c);
+}
+
+void coll__store_conn_start(coll_store_server_t *srv, store_conn_t *c) {
+  uint64_t flags = srv->token != NULL ? COLL_STORE_FLAG_TOKEN : 0;
+  coll__smap_link_init(&c->wlink);
+  coll__smap_link_push(&srv->conns, &c->link);
+  uv_timer_init(&srv->loop, &c->timer);
+  c->timer.data = c;
+  c->open_handles = 2;
+  c->state = STORE_CONN_READING;
+  uv_tcp_nodelay(&c->tcp, 1);
+  if (coll__random_bytes(c->snonce, sizeof c->snonce) != COLL_OK) {
+    COLL_WARN(COLL_LOG_BOOT, "store %s:%d: no random nonce; dropping a client",
+              srv->addr, srv->port);
+    coll__store_conn_close(c);
+    return;
+  }
+  if (coll__store_reply(c, COLL_STORE_OP_HELLO, (int64_t)flags, c->snonce,
+                        sizeof c->snonce, NULL, 0) != 0)
+    return;
+  uv_timer_start(&c->timer, on_timer,
+                 (uint64_t)atomic_load(&srv->handshake_ms), 0);
+}

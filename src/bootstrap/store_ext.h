@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store_ext.h: store calls beyond the contract in store.h, for the
+ * rendezvous (which keys are missing) and for tests (server statistics). */
+#ifndef COLL_BOOTSTRAP_STORE_EXT_H
+#define COLL_BOOTSTRAP_STORE_EXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/store.h"
+
+/* Without a HELLO within this long, the server drops a connection. */
+#define COLL_STORE_HANDSHAKE_MS_DEFAULT 30000
+
+typedef struct coll_store_stats {
+  uint64_t accepted; /* connections accepted */
+  uint64_t refused;  /* connections closed for a bad request or token */
+  uint64_t requests; /* requests served after the handshake */
+  size_t max_body;   /* largest request body the server allocated */
+} coll_store_stats_t;
+
+/* A snapshot of the server's counters. Any thread. */
+void coll__store_server_stats(const coll_store_server_t *s,
+                              coll_store_stats_t *out);
+/* Changes the HELLO bound for connections accepted from now on (tests).
+ * Call before clients connect. One thread. */
+void coll__store_server_set_handshake_ms(coll_store_server_t *s, int64_t ms);
+
+/* Asks, without waiting, which of keys[0..nkeys) do not exist yet: their
+ * indices go to missing[0..*nmissing) in increasing order (missing holds
+ * nkeys entries). One thread per client. */
+coll_status_t coll__store_missing(coll_store_t *st, const char *const *keys,
+                                  int nkeys, int *missing, int *nmissing);
+
+/* "host:port" of the store this client talks to, for messages. */
+const char *coll__store_peer(const coll_store_t *st);
+
+#endif

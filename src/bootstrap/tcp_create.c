@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tcp_create.c: coll_tcp_create, the TCP transport bootstrapped through the
+ * rendezvous store: check the config, resolve MASTER_ADDR, choose the local
+ * address, meet the other ranks, connect the mesh. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/clock.h"
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/tcp/tcp.h"
+
+/* The fields every coll_tcp_config_t has had since version 0.1. */
+#define TCP_CONFIG_V1_SIZE \
+  (offsetof(coll_tcp_config_t, job_id) + sizeof(const char *))
+
+static coll_status_t check_config(const coll_tcp_config_t *cfg) {
+  if (cfg == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "tcp_create: cfg is NULL");
+  if (cfg->size < TCP_CONFIG_V1_SIZE)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp_create: cfg->size %zu is too small; start from "
+                     "COLL_TCP_CONFIG_INIT",
+                     cfg->size);
+  if (cfg->world < 1)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp_create: world %d; it must be at least 1", cfg->world);
+  if (cfg->rank < 0 || cfg->rank >= cfg->world)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp_create: rank %d is out of range for world %d "
+                     "(0..%d)",
+                     cfg->rank, cfg->world, cfg->world - 1);
+  if (cfg->master_addr == NULL || cfg->master_addr[0] == '\0')
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp_create: master_addr is %s; give rank 0's host",
+                     cfg->master_addr == NULL ? "NULL" : "empty");
+  if (cfg->master_port < 1 || cfg->master_port > 65535)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp_create: master_port %d is outside 1..65535",
+                     cfg->master_port);
+  return COLL_OK;
+}
+
+/* The transport's "whole mesh" bound from what is left of ours; it reads
+ * 0 as "the default", so a spent deadline becomes 1 ms. */
+static int64_t mesh_timeout(int64_t deadline_ms) {
+  int64_t left = coll__remaining_ms(deadline_ms);
+  return left == 0 ? 1 : left;
+}
+
+static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
+                               coll_transport_t **out) {
+  int64_t timeout = cfg->timeout_ms != 0 ? cfg->timeout_ms
+                                         : coll__default_timeout_ms();
+  const char *token = cfg->auth_token ? cfg->auth_token
+                                      : coll__env(COLL_ENV_AUTH_TOKEN);
+  const char *ifname = cfg->ifname ? cfg->ifname
+                                   : coll__env(COLL_ENV_SOCKET_IFNAME);
+  char master_ip[COLL_ADDR_TEXT_MAX], local[COLL_ADDR_TEXT_MAX], job[320];
+  struct sockaddr_storage master;
+  coll_rdv_cfg_t rc;
+  coll_tcp_opts_t o;
+  coll_tcp_rdv_t rdv;
+  coll_rdv_t *r = NULL;
+  coll_transport_t *t = NULL;
+  coll_status_t s;
+  COLL_CHECK(coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master,
+                                master_ip));
+  /* A wrong interface fails here, before anyone waits on this rank. */
+  COLL_CHECK(coll__local_addr(&master, ifname,
+                              cfg->ifname ? "ifname" : "COLL_SOCKET_IFNAME",
+                              local));
+  if (cfg->job_id != NULL)
+    snprintf(job, sizeof job, "%s", cfg->job_id);
+  else
+    snprintf(job, sizeof job, "%s:%d", cfg->master_addr, cfg->master_port);
+  rc = (coll_rdv_cfg_t){cfg->rank,        cfg->world, cfg->master_addr,
+                        master_ip,        cfg->master_port, token,
+                        coll__deadline(timeout)};
+  COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
+            cfg->rank, cfg->world, master_ip, cfg->master_port, local);
+  COLL_CHECK(coll__rdv_open(&rc, &r));
+  o = (coll_tcp_opts_t){cfg->rank, cfg->world, local, job, token,
+                        mesh_timeout(rc.deadline_ms)};
+  coll__rdv_tcp_adapter(r, &rdv);
+  s = coll__tcp_transport_create(&o, &rdv, &t);
+  if (s != COLL_OK) {
+    coll__rdv_abandon(r);
+    return s;
+  }
+  s = coll__rdv_finish(r);
+  if (s != COLL_OK) {
+    coll_transport_destroy(t);
+    return s;
+  }
+  *out = t;
+  return COLL_OK;
+}
+
+coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
+                              coll_transport_t **out) {
+  coll_status_t s;
+  coll__err_clear();
+  if (out == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "tcp_create: out is NULL");
+  *out = NULL;
+  COLL_CHECK(check_config(cfg));
+  s = bootstrap(cfg, out);
+  if (s != COLL_OK) coll__err_prefix("tcp_create");
+  return s;
+}

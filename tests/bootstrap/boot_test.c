@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* boot_test.c: free ports, raw store sockets and bounded child processes
+ * for the bootstrap tests. */
+#include "boot_test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+int bt_store_setup(void **state) {
+  bt_store_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
+  if (coll__store_server_start("127.0.0.1", 0, NULL, &f->srv) != COLL_OK) {
+    fprintf(stderr, "store server start: %s\n", coll_last_error());
+    free(f);
+    return -1;
+  }
+  f->port = coll__store_server_port(f->srv);
+  *state = f;
+  return 0;
+}
+
+int bt_store_teardown(void **state) {
+  bt_store_t *f = *state;
+  coll__store_server_stop(f->srv);
+  free(f);
+  return 0;
+}
+
+coll_store_t *bt_client(const bt_store_t *f) {
+  coll_store_t *st = NULL;
+  if (coll__store_connect("127.0.0.1", f->port, NULL, 10000, &st) != COLL_OK)
+    return NULL;
+  return st;
+}
+
+static socklen_t fill_addr(const char *ip, int port,
+                           struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  if (strchr(ip, ':') != NULL) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    inet_pton(AF_INET6, ip, &a->sin6_addr);
+    return sizeof *a;
+  }
+  struct sockaddr_in *a = (struct sockaddr_in *)ss;
+  a->sin_family = AF_INET;
+  a->sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, ip, &a->sin_addr);
+  return sizeof *a;
+}
+
+int bt_free_port(const char *ip) {
+  struct sockaddr_storage ss;
+  socklen_t len = fill_addr(ip, 0, &ss);
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0), port = -1;
+  if (fd < 0) return -1;
+  if (bind(fd, (struct sockaddr *)&ss, len) == 0 &&
+      getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+    port = ntohs(ss.ss_family == AF_INET
+                     ? ((struct sockaddr_in *)&ss)->sin_port
+                     : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  close(fd);
+  return port;
+}
+
+int bt_raw_connect(const char *ip, int port) {
+  struct sockaddr_storage ss;
+  socklen_t len = fill_addr(ip, port, &ss);
+  struct timeval tv = {5, 0};
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int bt_send(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int recv_all(int fd, void *p, size_t n) {
+  char *c = p;
+  while (n > 0) {
+    ssize_t r = recv(fd, c, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+int bt_read_reply(int fd, coll_store_hdr_t *h, char *body, size_t cap) {
+  uint8_t b[COLL_STORE_HDR_BYTES];
+  char tmp[512];
+  size_t left;
+  if (recv_all(fd, b, sizeof b) != 0) return -1;
+  coll__store_hdr_decode(b, h);
+  left = h->body_len;
+  if (body != NULL && cap > 0) body[0] = '\0';
+  while (left > 0) {
+    size_t n = left < sizeof tmp ? left : sizeof tmp;
+    if (recv_all(fd, tmp, n) != 0) return -1;
+    if (body != NULL && left == h->body_len && cap > 1) {
+      size_t k = n < cap - 1 ? n : cap - 1;
+      memcpy(body, tmp, k);
+      body[k] = '\0';
+    }
+    left -= n;
+  }
+  return h->code;
+}
+
+int bt_raw_hello(int fd) {
+  coll_store_hdr_t h;
+  uint8_t b[COLL_STORE_HDR_BYTES + 64];
+  if (bt_read_reply(fd, &h, NULL, 0) != COLL_STORE_OP_HELLO) return -1;
+  h = coll__store_hdr(COLL_STORE_OP_HELLO, 0, 64, 0);
+  coll__store_hdr_encode(b, &h);
+  memset(b + COLL_STORE_HDR_BYTES, 0, 64); /* nonce and an all-zero MAC */
+  if (bt_send(fd, b, sizeof b) != 0) return -1;
+  return bt_read_reply(fd, &h, NULL, 0) == COLL_STORE_ST_OK ? 0 : -1;
+}
+
+int bt_closed_within(int fd, int64_t timeout_ms) {
+  int64_t end = test_now_ms() + timeout_ms;
+  char tmp[256];
+  for (;;) {
+    int64_t left = end - test_now_ms();
+    struct pollfd p = {fd, POLLIN, 0};
+    if (left <= 0) return 0;
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = recv(fd, tmp, sizeof tmp, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return 1;
+  }
+}
+
+pid_t bt_fork(int (*fn)(void *), void *arg) {
+  pid_t pid;
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  if (pid == 0) _exit(fn(arg));
+  return pid;
+}
+
+int bt_wait_child(pid_t pid, int64_t timeout_ms) {
+  int64_t end = test_now_ms() + timeout_ms;
+  int st;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (r < 0) return -1;
+    if (test_now_ms() > end) {
+      fprintf(stderr, "HANG: child %d still running after %lld ms; killed\n",
+              (int)pid, (long long)timeout_ms);
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    test_sleep_ms(5);
+  }
+}

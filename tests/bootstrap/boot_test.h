@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* boot_test.h: helpers for the bootstrap tests: free ports, raw sockets that
+ * speak (or mangle) the store protocol, child processes with a bounded
+ * wait. */
+#ifndef COLL_TEST_BOOT_TEST_H
+#define COLL_TEST_BOOT_TEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bootstrap/store.h"
+#include "bootstrap/store_ext.h"
+#include "bootstrap/store_proto.h"
+
+/* A store server on 127.0.0.1 (ephemeral port) for a test case: cmocka
+ * setup/teardown; *state is a bt_store_t. */
+typedef struct bt_store {
+  coll_store_server_t *srv;
+  int port;
+} bt_store_t;
+int bt_store_setup(void **state);
+int bt_store_teardown(void **state);
+/* A client of that server; NULL (with coll_last_error) on failure. */
+coll_store_t *bt_client(const bt_store_t *f);
+
+/* A TCP port on ip ("127.0.0.1", "::1") that was free a moment ago. */
+int bt_free_port(const char *ip);
+
+/* A blocking socket connected to ip:port whose reads and writes give up
+ * after 5 s, so a test never hangs on it; -1 on failure. */
+int bt_raw_connect(const char *ip, int port);
+/* Completes the store HELLO without a token: 0 on success. */
+int bt_raw_hello(int fd);
+/* Sends exactly n bytes: 0 on success. */
+int bt_send(int fd, const void *p, size_t n);
+/* Reads a reply header (and its body into body/cap, truncated): the reply
+ * code, or -1 when the connection closed or timed out. */
+int bt_read_reply(int fd, coll_store_hdr_t *h, char *body, size_t cap);
+/* 1 if the peer closed fd within timeout_ms (reads and drops data), 0 if
+ * it is still open then. */
+int bt_closed_within(int fd, int64_t timeout_ms);
+
+/* Forks a child that runs fn(arg) and _exits with its return value. */
+pid_t bt_fork(int (*fn)(void *), void *arg);
+/* Waits up to timeout_ms for pid; returns its exit status, or -1 after
+ * killing it when it did not finish (a hang is a failure). */
+int bt_wait_child(pid_t pid, int64_t timeout_ms);
+
+#endif
