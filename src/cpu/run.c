@@ -37,10 +37,10 @@ void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
     coll__narrow_8bit(dt, op, dst, src, count, world);
     return;
   }
+  if (op == COLL_AVG && coll__scale_copy(dt, dst, src, count, 1.0 / world) == 0)
+    return; /* floats: one pass scales while it copies */
   if (dst != src) memcpy(dst, src, count * coll_dtype_size(dt));
-  if (op != COLL_AVG) return;
-  if (coll__scale(dt, dst, count, 1.0 / world) != 0)
-    (void)coll__int_div(dt, dst, count, world);
+  if (op == COLL_AVG) (void)coll__int_div(dt, dst, count, world);
 }
 
 static coll_status_t run_host(void *arg, const coll_work_t *w) {

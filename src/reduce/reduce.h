@@ -7,7 +7,11 @@
  * Exact 8-bit SUM/AVG are done by widening to i32 (coll__widen_8bit), summing
  * in i32, and narrowing once (coll__narrow_8bit). Every kernel is a pure
  * function of its arguments; the SIMD variants give the same bits as the
- * scalar ones. dst and src never overlap partially (they may be equal). */
+ * scalar ones. A NaN result is always the positive quiet NaN (no payload),
+ * and MAX/MIN are IEEE 754-2019 maximum/minimum (+0 > -0), so results never
+ * depend on operand order. I8/U8 SUM kernels wrap (the exact 8-bit sum goes
+ * through widen/narrow). dst and src never overlap partially (they may be
+ * equal). */
 #ifndef COLL_REDUCE_REDUCE_H
 #define COLL_REDUCE_REDUCE_H
 
@@ -41,7 +45,7 @@ int coll__scale_copy(coll_dtype_t dt, void *dst, const void *src, size_t n,
                      double factor);
 
 /* Integer AVG finish for I32/I64: buf[i] = buf[i] / n, truncated toward zero
- * (NCCL's rule). Returns 0, or -1 for another dtype. */
+ * (NCCL's rule). Returns 0, or -1 for another dtype or n < 1. */
 int coll__int_div(coll_dtype_t dt, void *buf, size_t count, int n);
 
 /* 8-bit exact sums: widen I8/U8 src into i32 dst; narrow i32 sums back:
