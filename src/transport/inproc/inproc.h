@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* inproc.h: the in-process transport's objects, shared by its files. */
+#ifndef COLL_TRANSPORT_INPROC_INPROC_H
+#define COLL_TRANSPORT_INPROC_INPROC_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "coll.h"
+
+/* Ranks of one process are threads; more than this is a caller's mistake. */
+#define INPROC_MAX_WORLD 4096
+/* Messages up to this size are copied while the receiver's lock is held:
+ * cheaper than releasing and retaking it around a short memcpy. */
+#define INPROC_INLINE_COPY 4096
+/* How long a wait polls before it sleeps on its condition variable, when
+ * every rank thread can have a core of its own. */
+#define INPROC_SPIN_NS 20000u
+/* Request objects are allocated this many at a time per endpoint. */
+#define INPROC_REQ_BLOCK 32
+
+/* A request's life: FREE (on its owner's free list), QUEUED (in a list at
+ * its home, waiting for a match), BUSY (matched, its data being copied with
+ * no lock held), DONE (status final, waiting for the owner's wait). */
+enum { INPROC_FREE = 0, INPROC_QUEUED, INPROC_BUSY, INPROC_DONE };
+
+/* Why an endpoint stopped: the text its peers' errors carry. */
+enum { INPROC_OPEN = 0, INPROC_ABORTED, INPROC_DESTROYED };
+
+typedef struct inproc_ep inproc_ep_t;
+typedef struct inproc_req inproc_req_t;
+typedef struct inproc_world inproc_world_t;
+
+/* One send or receive. The fields below `state` are written only while
+ * the home endpoint's lock is held (or before the request is published). */
+struct inproc_req {
+  inproc_req_t *prev, *next; /* in the home's posted or unexpected list */
+  inproc_req_t *free_next;   /* on the owner's free list */
+  inproc_ep_t *owner;        /* the endpoint that posted it */
+  inproc_ep_t *home;         /* the receiving endpoint: its lock guards us */
+  int is_send;
+  int peer;     /* destination of a send, source of a receive */
+  int src;      /* the sending rank: the matching key at home */
+  uint32_t tag;
+  const void *sbuf; /* send: the caller's data, read in place */
+  void *rbuf;       /* receive: the caller's buffer */
+  size_t len;       /* send: bytes; receive: capacity */
+  size_t got;       /* receive: bytes that arrived (sent length if longer) */
+  atomic_int state; /* INPROC_FREE..INPROC_DONE; DONE stored with release */
+  coll_status_t status;
+  int why;          /* the lost endpoint's INPROC_ABORTED / _DESTROYED */
+  int waiting;      /* the owner sleeps on cv */
+  uv_cond_t cv;
+};
+
+typedef struct inproc_list {
+  inproc_req_t *head, *tail;
+} inproc_list_t;
+
+struct inproc_req_block;
+
+/* One rank's endpoint. Aligned so that two endpoints' locks never share a
+ * cache line. */
+struct inproc_ep {
+  _Alignas(64) uv_mutex_t mu; /* guards the fields up to free_mu and the
+                                 state of every request whose home this is */
+  uv_cond_t idle_cv; /* broadcast when a copy or a close finishes */
+  int idle_waiters;
+  inproc_list_t posted;     /* receives posted here, in posting order */
+  inproc_list_t unexpected; /* sends to here not yet matched, in order */
+  int close_state;          /* 0 open, 1 closing, 2 closed */
+  atomic_int lost;          /* INPROC_OPEN until the endpoint closes */
+  atomic_int closed;        /* 1 once a close finished: lists empty for good */
+  /* Request objects. The contract allows one calling thread at a time,
+   * but a comm may post point-to-point messages from its caller's thread
+   * while its worker runs a collective: a lock of their own, uncontended
+   * in the common case, keeps that safe. */
+  uv_mutex_t free_mu;
+  inproc_req_t *free_reqs;
+  struct inproc_req_block *blocks;
+  /* Constant after creation. */
+  inproc_world_t *w;
+  int rank;
+};
+
+/* The endpoints of one coll_inproc_create call, freed with the last one. */
+struct inproc_world {
+  int size;
+  uint64_t spin_ns; /* how long a wait polls; 0 when ranks outnumber cores */
+  atomic_int live; /* endpoints not yet destroyed */
+  inproc_ep_t *eps;
+};
+
+/* The vtable slots (inproc_match.c, inproc_wait.c, inproc_close.c). */
+coll_status_t inproc__isend(void *ctx, int peer, uint32_t tag, const void *buf,
+                            size_t len, void **req);
+coll_status_t inproc__irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                            size_t cap, void **req);
+coll_status_t inproc__wait(void *ctx, void *req, int64_t timeout_ms,
+                           size_t *len);
+void inproc__abort(void *ctx);
+void inproc__destroy(void *ctx);
+
+/* Marks `ep` lost for `why`, fails every request that involves it and
+ * waits for the copies in flight that touch its buffers. Idempotent: a
+ * later call returns once the first one finished. Any thread. */
+void inproc__close(inproc_ep_t *ep, int why);
+
+/* Records the text of a failed send/receive between `rank` and `peer` for
+ * status s (ABORTED: this endpoint closed for `why`; PEER_LOST: the peer
+ * did) and returns s. */
+coll_status_t inproc__fail_text(coll_status_t s, int rank, int is_send,
+                                int peer, uint32_t tag, int why);
+
+/* Sets a request's final status and wakes its owner. Home lock held. */
+void inproc__complete(inproc_req_t *r, coll_status_t s, int why);
+
+/* A request from the owner's free list (NULL when out of memory) / back to
+ * it. Any thread calling into the endpoint. */
+inproc_req_t *inproc__req_get(inproc_ep_t *ep);
+void inproc__req_put(inproc_ep_t *ep, inproc_req_t *r);
+/* Frees every request object of the endpoint, at destroy. */
+void inproc__req_free_all(inproc_ep_t *ep);
+
+static inline int inproc_state(const inproc_req_t *r) {
+  return atomic_load_explicit(&((inproc_req_t *)r)->state,
+                              memory_order_acquire);
+}
+
+static inline void inproc_list_push(inproc_list_t *l, inproc_req_t *r) {
+  r->next = NULL;
+  r->prev = l->tail;
+  if (l->tail != NULL)
+    l->tail->next = r;
+  else
+    l->head = r;
+  l->tail = r;
+}
+
+static inline void inproc_list_remove(inproc_list_t *l, inproc_req_t *r) {
+  if (r->prev != NULL)
+    r->prev->next = r->next;
+  else
+    l->head = r->next;
+  if (r->next != NULL)
+    r->next->prev = r->prev;
+  else
+    l->tail = r->prev;
+  r->prev = r->next = NULL;
+}
+
+/* A polite pause inside a polling loop. */
+static inline void inproc_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Waits on the endpoint's idle_cv. Its lock held. */
+static inline void inproc_idle_wait(inproc_ep_t *ep) {
+  ep->idle_waiters++;
+  uv_cond_wait(&ep->idle_cv, &ep->mu);
+  ep->idle_waiters--;
+}
+
+static inline const char *inproc_why_text(int why) {
+  return why == INPROC_DESTROYED ? "destroyed" : "aborted";
+}
+
+#endif

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* inproc_close.c: abort and destroy of an endpoint as its peers see them:
+ * every request that involves the endpoint fails, and no copy touching its
+ * buffers is still running when the close returns. */
+#include "core/error.h"
+#include "transport/inproc/inproc.h"
+
+/* Whether request r, in a list at endpoint `at`, involves closing `x`:
+ * everything in x's own lists does, and elsewhere what x sent or what
+ * waits for x. */
+static int involves(const inproc_ep_t *at, const inproc_ep_t *x,
+                    const inproc_req_t *r) {
+  return at == x || r->src == x->rank;
+}
+
+static int has_busy(const inproc_ep_t *at, const inproc_ep_t *x,
+                    const inproc_list_t *l) {
+  const inproc_req_t *r;
+  for (r = l->head; r != NULL; r = r->next)
+    if (inproc_state(r) == INPROC_BUSY && involves(at, x, r)) return 1;
+  return 0;
+}
+
+static void fail_list(inproc_ep_t *at, inproc_ep_t *x, inproc_list_t *l,
+                      int why) {
+  inproc_req_t *r = l->head, *next;
+  for (; r != NULL; r = next) {
+    next = r->next;
+    if (!involves(at, x, r)) continue;
+    inproc_list_remove(l, r);
+    /* x's own requests are cancelled; its peers' ones lost their peer. */
+    inproc__complete(r, r->owner == x ? COLL_ERR_ABORTED : COLL_ERR_PEER_LOST,
+                     why);
+  }
+}
+
+/* Fails what in `at`'s lists involves x, after the copies in flight that do
+ * finished. No new match involving x starts once x->lost is set, so the
+ * wait ends. at->mu held. */
+static void sweep(inproc_ep_t *at, inproc_ep_t *x, int why) {
+  while (has_busy(at, x, &at->posted) || has_busy(at, x, &at->unexpected))
+    inproc_idle_wait(at);
+  fail_list(at, x, &at->posted, why);
+  fail_list(at, x, &at->unexpected, why);
+}
+
+void inproc__close(inproc_ep_t *x, int why) {
+  inproc_world_t *w = x->w;
+  int i;
+  uv_mutex_lock(&x->mu);
+  if (x->close_state != 0) {
+    /* A second abort returns only when the first one's promise holds. */
+    while (x->close_state != 2) inproc_idle_wait(x);
+    uv_mutex_unlock(&x->mu);
+    return;
+  }
+  x->close_state = 1;
+  atomic_store(&x->lost, why);
+  sweep(x, x, why);
+  uv_mutex_unlock(&x->mu);
+  /* One endpoint lock at a time: matching never holds two either. */
+  for (i = 0; i < w->size; i++) {
+    inproc_ep_t *at = &w->eps[i];
+    /* A closed endpoint's lists were emptied and no post reaches them. */
+    if (at == x || atomic_load_explicit(&at->closed, memory_order_acquire))
+      continue;
+    uv_mutex_lock(&at->mu);
+    sweep(at, x, why);
+    uv_mutex_unlock(&at->mu);
+  }
+  uv_mutex_lock(&x->mu);
+  x->close_state = 2;
+  atomic_store_explicit(&x->closed, 1, memory_order_release);
+  if (x->idle_waiters > 0) uv_cond_broadcast(&x->idle_cv);
+  uv_mutex_unlock(&x->mu);
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_transport_vtable.c: coll_transport_create's checks of a provider's
+ * vtable, the ownership of its ctx, and the barrier fallback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "transport_test.h"
+
+/* ------------------------------------------------------------------------ */
+/* A provider that does nothing but count its destroy calls.                */
+
+static int destroy_calls;
+static void *destroyed_ctx;
+
+static coll_status_t nop_isend(void *ctx, int peer, uint32_t tag,
+                               const void *buf, size_t len, void **req) {
+  (void)ctx, (void)peer, (void)tag, (void)buf, (void)len, (void)req;
+  return COLL_ERR_UNSUPPORTED;
+}
+static coll_status_t nop_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                               size_t cap, void **req) {
+  (void)ctx, (void)peer, (void)tag, (void)buf, (void)cap, (void)req;
+  return COLL_ERR_UNSUPPORTED;
+}
+static coll_status_t nop_wait(void *ctx, void *req, int64_t timeout_ms,
+                              size_t *len) {
+  (void)ctx, (void)req, (void)timeout_ms, (void)len;
+  return COLL_ERR_UNSUPPORTED;
+}
+static void nop_abort(void *ctx) { (void)ctx; }
+static void count_destroy(void *ctx) {
+  destroy_calls++;
+  destroyed_ctx = ctx;
+}
+
+static coll_transport_ops_t nop_ops(void) {
+  coll_transport_ops_t o = {sizeof o,  COLL_TRANSPORT_OPS_VERSION,
+                            "nop",     nop_isend,
+                            nop_irecv, nop_wait,
+                            nop_abort, count_destroy,
+                            NULL};
+  return o;
+}
+
+/* Expects INVALID_ARG with a message, *out NULL, and `destroys` calls of
+ * the provider's destroy with our ctx. */
+static void expect_refused(const coll_transport_ops_t *ops, int rank,
+                           int world, int destroys, const char *words) {
+  coll_transport_t *t = (coll_transport_t *)&t;
+  int ctx;
+  destroy_calls = 0;
+  destroyed_ctx = NULL;
+  assert_int_equal(coll_transport_create(ops, &ctx, rank, world, &t),
+                   COLL_ERR_INVALID_ARG);
+  assert_null(t);
+  assert_non_null(strstr(coll_last_error(), words));
+  assert_int_equal(destroy_calls, destroys);
+  if (destroys > 0) assert_ptr_equal(destroyed_ctx, &ctx);
+}
+
+static void test_null_ops(void **state) {
+  (void)state;
+  /* No table: there is no destroy to call. */
+  expect_refused(NULL, 0, 1, 0, "ops is NULL");
+}
+
+static void test_size_too_small(void **state) {
+  coll_transport_ops_t o = nop_ops();
+  (void)state;
+  /* A size that does not reach the destroy slot: the slot cannot be
+   * trusted, so it is not called. */
+  o.size = offsetof(coll_transport_ops_t, destroy);
+  expect_refused(&o, 0, 1, 0, "too small");
+  o.size = 0;
+  expect_refused(&o, 0, 1, 0, "too small");
+  o.size = offsetof(coll_transport_ops_t, isend);
+  expect_refused(&o, 0, 1, 0, "too small");
+}
+
+static void test_missing_slot(void **state) {
+  coll_transport_ops_t o;
+  (void)state;
+  o = nop_ops();
+  o.isend = NULL;
+  expect_refused(&o, 0, 1, 1, "isend");
+  o = nop_ops();
+  o.irecv = NULL;
+  expect_refused(&o, 0, 1, 1, "irecv");
+  o = nop_ops();
+  o.wait = NULL;
+  expect_refused(&o, 0, 1, 1, "wait");
+  o = nop_ops();
+  o.abort = NULL;
+  expect_refused(&o, 0, 1, 1, "abort");
+  o = nop_ops();
+  o.destroy = NULL;
+  expect_refused(&o, 0, 1, 0, "destroy");
+}
+
+static void test_rank_world_range(void **state) {
+  coll_transport_ops_t o = nop_ops();
+  (void)state;
+  expect_refused(&o, -1, 2, 1, "out of range");
+  expect_refused(&o, 2, 2, 1, "out of range");
+  expect_refused(&o, 0, 0, 1, "out of range");
+  expect_refused(&o, 0, -3, 1, "out of range");
+}
+
+static void test_out_null(void **state) {
+  coll_transport_ops_t o = nop_ops();
+  int ctx;
+  (void)state;
+  destroy_calls = 0;
+  assert_int_equal(coll_transport_create(&o, &ctx, 0, 1, NULL),
+                   COLL_ERR_INVALID_ARG);
+  assert_non_null(strstr(coll_last_error(), "out"));
+  assert_int_equal(destroy_calls, 1);
+}
+
+static void test_accepted(void **state) {
+  coll_transport_ops_t o = nop_ops();
+  coll_transport_t *t = NULL;
+  int ctx;
+  (void)state;
+  o.name = NULL;
+  destroy_calls = 0;
+  assert_int_equal(coll_transport_create(&o, &ctx, 2, 5, &t), COLL_OK);
+  assert_int_equal(coll_transport_rank(t), 2);
+  assert_int_equal(coll_transport_size(t), 5);
+  assert_string_equal(t->ops.name, "custom");
+  assert_null(t->ops.barrier);
+  assert_int_equal(destroy_calls, 0);
+  coll_transport_destroy(t);
+  assert_int_equal(destroy_calls, 1);
+  assert_ptr_equal(destroyed_ctx, &ctx);
+  coll_transport_destroy(NULL);
+  assert_int_equal(coll_transport_rank(NULL), -1);
+  assert_int_equal(coll_transport_size(NULL), -1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A provider that forwards to an in-process endpoint, with a barrier slot  */
+/* that only counts: built with a smaller size, the slot must go unused.    */
+
+static atomic_int barrier_calls;
+
+static coll_status_t fwd_isend(void *ctx, int peer, uint32_t tag,
+                               const void *buf, size_t len, void **req) {
+  return coll__t_isend(ctx, peer, tag, buf, len, req);
+}
+static coll_status_t fwd_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                               size_t cap, void **req) {
+  return coll__t_irecv(ctx, peer, tag, buf, cap, req);
+}
+static coll_status_t fwd_wait(void *ctx, void *req, int64_t timeout_ms,
+                              size_t *len) {
+  return tt_wait(ctx, req, timeout_ms, len);
+}
+static void fwd_abort(void *ctx) { coll__t_abort(ctx); }
+static void fwd_destroy(void *ctx) { coll_transport_destroy(ctx); }
+static coll_status_t counting_barrier(void *ctx, int64_t timeout_ms) {
+  (void)ctx, (void)timeout_ms;
+  atomic_fetch_add(&barrier_calls, 1);
+  return COLL_OK;
+}
+
+typedef struct barrier_run {
+  coll_transport_t *t[TT_MAX_RANKS];
+  tt_result_t res[TT_MAX_RANKS];
+  atomic_int arrived;
+} barrier_run_t;
+
+static void barrier_rank(int rank, int world, void *arg) {
+  barrier_run_t *b = arg;
+  int it;
+  for (it = 0; it < 20; it++) {
+    coll_status_t s;
+    int seen;
+    atomic_fetch_add(&b->arrived, 1);
+    s = coll__t_barrier(b->t[rank], COLL_TAG_RESERVED + 1,
+                        coll__now_ms() + TT_WAIT_MS);
+    if (s != COLL_OK) {
+      tt_fail(&b->res[rank], "barrier %d: %s: %s", it, coll_status_name(s),
+              coll_last_error());
+      return;
+    }
+    /* Nobody leaves a barrier before everybody entered it. */
+    seen = atomic_load(&b->arrived);
+    if (seen < world * (it + 1)) {
+      tt_fail(&b->res[rank], "left barrier %d after %d of %d arrivals", it,
+              seen, world * (it + 1));
+      return;
+    }
+  }
+}
+
+static void run_wrapped_barrier(size_t ops_size, int world, int want_calls) {
+  coll_transport_ops_t o = {sizeof o,  COLL_TRANSPORT_OPS_VERSION,
+                            "fwd",     fwd_isend,
+                            fwd_irecv, fwd_wait,
+                            fwd_abort, fwd_destroy,
+                            counting_barrier};
+  coll_transport_t *inner[TT_MAX_RANKS];
+  barrier_run_t b;
+  int i;
+  memset(&b, 0, sizeof b);
+  atomic_init(&b.arrived, 0);
+  atomic_store(&barrier_calls, 0);
+  o.size = ops_size;
+  assert_int_equal(coll_inproc_create(world, inner), COLL_OK);
+  for (i = 0; i < world; i++)
+    assert_int_equal(coll_transport_create(&o, inner[i], i, world, &b.t[i]),
+                     COLL_OK);
+  if (want_calls == 0) assert_null(b.t[0]->ops.barrier);
+  test_run_ranks(world, barrier_rank, &b, TT_RUN_MS, "wrapped barrier");
+  TT_ASSERT_RANKS_OK(b.res, world);
+  assert_int_equal(atomic_load(&barrier_calls), want_calls);
+  tt_destroy_all(b.t, world);
+}
+
+static void test_small_table_uses_default_barrier(void **state) {
+  (void)state;
+  /* Built against a header without the barrier slot. */
+  run_wrapped_barrier(offsetof(coll_transport_ops_t, barrier), 4, 0);
+  run_wrapped_barrier(offsetof(coll_transport_ops_t, barrier), 3, 0);
+}
+
+static void test_full_table_uses_provider_barrier(void **state) {
+  (void)state;
+  /* The counting barrier synchronizes nothing, so only count calls. */
+  coll_transport_ops_t o = {sizeof o,  COLL_TRANSPORT_OPS_VERSION,
+                            "fwd",     fwd_isend,
+                            fwd_irecv, fwd_wait,
+                            fwd_abort, fwd_destroy,
+                            counting_barrier};
+  coll_transport_t *inner[1], *t;
+  atomic_store(&barrier_calls, 0);
+  assert_int_equal(coll_inproc_create(1, inner), COLL_OK);
+  assert_int_equal(coll_transport_create(&o, inner[0], 0, 1, &t), COLL_OK);
+  assert_int_equal(coll__t_barrier(t, COLL_TAG_RESERVED, -1), COLL_OK);
+  assert_int_equal(atomic_load(&barrier_calls), 1);
+  coll_transport_destroy(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_null_ops),
+      cmocka_unit_test(test_size_too_small),
+      cmocka_unit_test(test_missing_slot),
+      cmocka_unit_test(test_rank_world_range),
+      cmocka_unit_test(test_out_null),
+      cmocka_unit_test(test_accepted),
+      cmocka_unit_test(test_small_table_uses_default_barrier),
+      cmocka_unit_test(test_full_table_uses_provider_barrier),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
