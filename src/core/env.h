@@ -31,7 +31,9 @@
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                    \
     "1 (default): ranks verify they agree on count/dtype/op; 0: skip")        \
   X(SIMD, "COLL_SIMD",                                                        \
-    "reduction kernels: auto (default), scalar, avx2, avx512")
+    "reduction kernels: auto (default), scalar, avx2, avx512")                \
+  X(BACKEND, "COLL_BACKEND",                                                  \
+    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nccl_backend.c: the NCCL backend's vtable: submit, abort, destroy and the
+ * buffer check, and the wrapping of an NCCL comm into a coll comm. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "nccl/cuda_util.h"
+#include "nccl/nccl_comm.h"
+
+static coll_status_t be_submit(coll_comm_t *c, const coll_work_t *w,
+                               int blocking, coll_request_t **out) {
+  coll_nccl_be_t *be = c->be;
+  const char *what = coll__work_name(w->kind);
+  coll_nccl_req_t *r = NULL;
+  cudaStream_t st = (cudaStream_t)w->stream;
+  int saved = -1;
+  coll_status_t s;
+  (void)blocking; /* the work runs on the GPU either way */
+  COLL_CHECK_GOTO(coll__nccl_usable(be, what), s, done);
+  COLL_CHECK_GOTO(coll__cuda_device_enter(be->t, be->dev, &saved, what), s,
+                  done);
+  COLL_CHECK_GOTO(coll__nccl_req_new(be, w, &r), s, done);
+  COLL_CHECK_GOTO(coll__nccl_enqueue(be, w, st), s, done);
+  s = coll__nccl_req_arm(r, st);
+  if (s != COLL_OK) goto done;
+  *out = &r->hdr;
+  r = NULL;
+done:
+  if (r != NULL) coll__nccl_req_discard(r);
+  coll__cuda_device_leave(be->t, saved);
+  return s;
+}
+
+/* Under the issue guard, once: no submit runs and none will. */
+static void be_abort(coll_comm_t *c) {
+  coll_nccl_be_t *be = c->be;
+  ncclResult_t r;
+  int saved = -1;
+  uv_mutex_lock(&be->mu);
+  atomic_store(&be->torn, 1);
+  uv_mutex_unlock(&be->mu);
+  /* ncclCommAbort stops the comm's kernels and proxy without waiting for
+   * peers; NCCL switches to the comm's device itself, this keeps the
+   * caller's current device as it was whatever NCCL does. */
+  coll__cuda_device_enter(be->t, be->dev, &saved, "abort");
+  r = be->t->nccl_comm_abort(be->nc);
+  coll__cuda_device_leave(be->t, saved);
+  if (r != ncclSuccess)
+    COLL_WARN(COLL_LOG_NCCL, "ncclCommAbort on comm '%s' rank %d: error %d",
+              c->name, c->rank, (int)r);
+  COLL_INFO(COLL_LOG_NCCL, "comm '%s' rank %d aborted", c->name, c->rank);
+}
+
+static coll_status_t be_destroy(coll_comm_t *c, int aborted) {
+  coll_nccl_be_t *be = c->be;
+  coll_status_t s = COLL_OK;
+  int saved = -1, running;
+  ncclResult_t r;
+  if (be == NULL) return COLL_OK;
+  running = coll__nccl_req_orphan_all(be);
+  coll__cuda_device_enter(be->t, be->dev, &saved, "comm destroy");
+  if (!aborted) {
+    /* ncclCommDestroy waits for the comm's work, which never ends if a
+     * peer is gone: with work still running (or untracked, or after an
+     * error) the comm is aborted instead. */
+    if (running || be->lost_track || atomic_load(&be->failed)) {
+      r = be->t->nccl_comm_abort(be->nc);
+    } else {
+      r = be->t->nccl_comm_destroy(be->nc);
+    }
+    if (r != ncclSuccess) s = coll__nccl_result(be->t, r, NULL, "comm destroy");
+  }
+  coll__nccl_events_free(be);
+  if (be->barrier_buf != NULL) be->t->cuda_free(be->barrier_buf);
+  coll__cuda_device_leave(be->t, saved);
+  uv_mutex_destroy(&be->mu);
+  free(be);
+  c->be = NULL;
+  return s;
+}
+
+static coll_status_t be_check_buffer(coll_comm_t *c, const void *p,
+                                     size_t bytes, const char *what) {
+  coll_nccl_be_t *be = c->be;
+  coll_mem_kind_t kind;
+  int dev;
+  coll_status_t s;
+  /* A comm the watchdog aborted tells why at the next call, before the
+   * API layer's plain "aborted" (it checks buffers first). */
+  if (atomic_load_explicit(&be->failed, memory_order_acquire))
+    return coll__err(be->fail_status, "%s: %s", what, be->fail_why);
+  if (p == NULL && bytes == 0) return COLL_OK;
+  s = coll__cuda_mem_kind(be->t, p, &kind, &dev);
+  if (s != COLL_OK) {
+    coll__err_prefix(what);
+    return s;
+  }
+  if (kind == COLL_MEM_HOST || kind == COLL_MEM_PINNED)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: %p is %s host memory; an NCCL comm needs CUDA device "
+                     "memory (use a CPU comm for host buffers)",
+                     what, p, kind == COLL_MEM_PINNED ? "pinned" : "pageable");
+  if (kind == COLL_MEM_DEVICE && dev != be->dev)
+    return coll__err(
+        COLL_ERR_INVALID_ARG,
+        "%s: %p is memory of CUDA device %d, but comm '%s' rank %d "
+        "runs on device %d",
+        what, p, dev, c->name, c->rank, be->dev);
+  return COLL_OK;
+}
+
+static const coll_backend_ops_t nccl_ops = {
+    "nccl", be_submit, be_abort, be_destroy, be_check_buffer,
+};
+
+coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
+                                   int dev, int rank, int world,
+                                   const coll_comm_config_t *cfg,
+                                   coll_comm_t **out) {
+  coll_nccl_be_t *be = calloc(1, sizeof *be);
+  coll_comm_t *c = NULL;
+  coll_status_t s;
+  if (be == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+    goto fail;
+  }
+  COLL_CHECK_GOTO(coll__comm_new(&nccl_ops, rank, world, cfg, &c), s, fail);
+  be->t = t;
+  be->comm = c;
+  be->nc = nc;
+  be->dev = dev;
+  if (t->nccl_get_version(&be->version) != ncclSuccess) be->version = 0;
+  uv_mutex_init(&be->mu);
+  c->be = be;
+  *out = c;
+  return COLL_OK;
+fail:
+  free(be);
+  t->nccl_comm_destroy(nc);
+  return s;
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nccl_group.c: groups, one process driving several CUDA devices
+ * (ncclCommInitAll): collectives over one buffer per device, and split into
+ * per-rank comms for worker threads. Every call leaves the caller's current
+ * CUDA device as it found it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "nccl/cuda_util.h"
+#include "nccl/nccl_comm.h"
+
+struct coll_group {
+  int ndev;
+  int *devs;
+  coll_comm_t **comms; /* NULL once split */
+};
+
+static coll_status_t check_devices(const coll_nccl_table_t *t,
+                                   const int *devices, int ndev) {
+  int count = 0, i, j;
+  cudaError_t e = t->cuda_get_device_count(&count);
+  if (e != cudaSuccess) return coll__cuda_result(t, e, "group_create");
+  for (i = 0; i < ndev; i++) {
+    if (devices[i] < 0)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "group_create: device %d (entry %d) is negative",
+                       devices[i], i);
+    if (devices[i] >= count)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "group_create: device %d (entry %d) is not present; %d "
+                       "CUDA device(s) are visible",
+                       devices[i], i, count);
+    for (j = 0; j < i; j++)
+      if (devices[j] == devices[i])
+        return coll__err(COLL_ERR_INVALID_ARG,
+                         "group_create: device %d is listed twice (entries %d "
+                         "and %d)",
+                         devices[i], j, i);
+  }
+  return COLL_OK;
+}
+
+static void group_free(coll_group_t *g) {
+  if (g == NULL) return;
+  free(g->devs);
+  free(g->comms);
+  free(g);
+}
+
+/* Wraps the NCCL comms into coll comms; on failure destroys them all. */
+static coll_status_t wrap_all(const coll_nccl_table_t *t, coll_group_t *g,
+                              ncclComm_t *ncs) {
+  coll_status_t s = COLL_OK;
+  int i;
+  for (i = 0; i < g->ndev; i++) {
+    s = coll__nccl_comm_wrap(t, ncs[i], g->devs[i], i, g->ndev, NULL,
+                             &g->comms[i]);
+    if (s != COLL_OK) break;
+  }
+  if (s == COLL_OK) return COLL_OK;
+  for (int k = i + 1; k < g->ndev; k++) t->nccl_comm_destroy(ncs[k]);
+  while (--i >= 0) coll_comm_destroy(g->comms[i]);
+  return s;
+}
+
+COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
+                                         coll_group_t **out) {
+  const coll_nccl_table_t *t = NULL;
+  coll_group_t *g = NULL;
+  ncclComm_t *ncs = NULL;
+  ncclResult_t r;
+  int saved = -1;
+  coll_status_t s;
+  coll__err_clear();
+  if (out != NULL) *out = NULL;
+  if (out == NULL || devices == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "group_create: %s is NULL",
+                     out == NULL ? "out" : "devices");
+  if (ndev < 1)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "group_create: the device list is empty (ndev %d)", ndev);
+  COLL_CHECK(coll__nccl_ready("group_create", &t));
+  COLL_CHECK(check_devices(t, devices, ndev));
+  g = calloc(1, sizeof *g);
+  ncs = calloc((size_t)ndev, sizeof *ncs);
+  if (g == NULL || ncs == NULL ||
+      (g->devs = malloc((size_t)ndev * sizeof(int))) == NULL ||
+      (g->comms = calloc((size_t)ndev, sizeof *g->comms)) == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "group_create: out of memory");
+    goto done;
+  }
+  g->ndev = ndev;
+  memcpy(g->devs, devices, (size_t)ndev * sizeof(int));
+  COLL_CHECK_GOTO(
+      coll__cuda_device_enter(t, devices[0], &saved, "group_create"), s, done);
+  r = t->nccl_comm_init_all(ncs, ndev, devices);
+  if (r != ncclSuccess) {
+    s = coll__nccl_result(t, r, NULL, "ncclCommInitAll");
+    coll__err_prefix("group_create");
+    goto done;
+  }
+  COLL_CHECK_GOTO(wrap_all(t, g, ncs), s, done);
+  *out = g;
+  g = NULL;
+done:
+  if (t != NULL) coll__cuda_device_leave(t, saved);
+  free(ncs);
+  group_free(g);
+  return s;
+}
+
+/* Checks shared by the group collectives. */
+static coll_status_t check_call(coll_group_t *g, void *const *bufs, int nbufs,
+                                size_t count, coll_dtype_t dt,
+                                void *const *streams, int nstreams,
+                                const char *what) {
+  size_t esz = coll_dtype_size(dt);
+  int i;
+  if (g == NULL || bufs == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: %s is NULL", what,
+                     g == NULL ? "group" : "bufs");
+  if (g->comms == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: the group was split; use its per-rank comms", what);
+  if (nbufs != g->ndev)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: %d buffers for a group of %d devices", what, nbufs,
+                     g->ndev);
+  if (nstreams != 0 && nstreams != g->ndev)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: nstreams is %d; it must be 0 (default streams) or "
+                     "the group size %d",
+                     what, nstreams, g->ndev);
+  if (nstreams != 0 && streams == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: streams is NULL", what);
+  if (esz == 0)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid dtype %d", what,
+                     (int)dt);
+  if (count > SIZE_MAX / esz)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: count %zu overflows", what,
+                     count);
+  for (i = 0; i < g->ndev; i++) {
+    coll_comm_t *c = g->comms[i];
+    char which[64];
+    if (bufs[i] == NULL && count > 0)
+      return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs[%d] is NULL", what, i);
+    snprintf(which, sizeof which, "%s: bufs[%d]", what, i);
+    COLL_CHECK(c->ops->check_buffer(c, bufs[i], count * esz, which));
+  }
+  return COLL_OK;
+}
+
+static void unlock_guards(coll_group_t *g, int n) {
+  while (--n >= 0) uv_mutex_unlock(&g->comms[n]->abort->guard);
+}
+
+/* Enqueues w on every device inside one NCCL group (the single-thread rule
+ * for several devices) under every comm's issue guard, then waits. */
+static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
+                               void *const *bufs, void *const *streams,
+                               int nstreams, coll_nccl_req_t **reqs) {
+  const char *what = coll__work_name(w->kind);
+  const coll_nccl_table_t *t = ((coll_nccl_be_t *)g->comms[0]->be)->t;
+  coll_status_t s = COLL_OK, s2;
+  int i, locked = 0, saved = -1, cur;
+  ncclResult_t r;
+  for (; locked < g->ndev; locked++)
+    uv_mutex_lock(&g->comms[locked]->abort->guard);
+  for (i = 0; i < g->ndev && s == COLL_OK; i++)
+    s = coll__nccl_usable(g->comms[i]->be, what);
+  if (s != COLL_OK) goto done;
+  COLL_CHECK_GOTO(coll__cuda_device_enter(t, g->devs[0], &saved, what), s,
+                  done);
+  for (i = 0; i < g->ndev && s == COLL_OK; i++) {
+    s = coll__cuda_device_enter(t, g->devs[i], &cur, what);
+    if (s == COLL_OK) s = coll__nccl_req_new(g->comms[i]->be, w, &reqs[i]);
+  }
+  if (s != COLL_OK) goto done;
+  r = t->nccl_group_start();
+  if (r != ncclSuccess) {
+    s = coll__nccl_result(t, r, NULL, what);
+    goto done;
+  }
+  for (i = 0; i < g->ndev && s == COLL_OK; i++) {
+    w->recv = bufs[i];
+    w->stream = nstreams ? streams[i] : NULL;
+    s = coll__nccl_enqueue(g->comms[i]->be, w, (cudaStream_t)w->stream);
+  }
+  r = t->nccl_group_end();
+  if (s == COLL_OK && r != ncclSuccess) s = coll__nccl_result(t, r, NULL, what);
+  if (s != COLL_OK) goto done;
+  /* The launch happened at ncclGroupEnd: record each event after it, on
+   * its own device. */
+  for (i = 0; i < g->ndev; i++) {
+    s2 = coll__cuda_device_enter(t, g->devs[i], &cur, what);
+    if (s2 == COLL_OK)
+      s2 = coll__nccl_req_arm(reqs[i], nstreams ? streams[i] : NULL);
+    if (s2 != COLL_OK) {
+      coll__nccl_req_discard(reqs[i]);
+      reqs[i] = NULL;
+      if (s == COLL_OK) s = s2;
+    }
+  }
+  unlock_guards(g, locked);
+  locked = 0;
+  for (i = 0; i < g->ndev; i++) {
+    if (reqs[i] == NULL) continue;
+    s2 = coll__nccl_req_wait(reqs[i]);
+    reqs[i] = NULL;
+    if (s == COLL_OK) s = s2;
+  }
+done:
+  for (i = 0; i < g->ndev; i++)
+    if (reqs[i] != NULL) coll__nccl_req_discard(reqs[i]);
+  unlock_guards(g, locked);
+  coll__cuda_device_leave(t, saved);
+  return s;
+}
+
+static coll_status_t group_coll(coll_group_t *g, coll_work_t *w,
+                                void *const *bufs, int nbufs,
+                                void *const *streams, int nstreams) {
+  const char *what =
+      w->kind == COLL_WORK_BROADCAST ? "group_broadcast" : "group_allreduce";
+  coll_nccl_req_t **reqs;
+  coll_status_t s;
+  COLL_CHECK(
+      check_call(g, bufs, nbufs, w->count, w->dtype, streams, nstreams, what));
+  if (w->kind == COLL_WORK_BROADCAST && (w->root < 0 || w->root >= g->ndev))
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: root %d is out of range for a group of %d devices",
+                     what, w->root, g->ndev);
+  if (w->kind == COLL_WORK_ALLREDUCE && (unsigned)w->op >= COLL_OP_COUNT)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid op %d", what,
+                     (int)w->op);
+  reqs = calloc((size_t)g->ndev, sizeof *reqs);
+  if (reqs == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
+  s = group_run(g, w, bufs, streams, nstreams, reqs);
+  free(reqs);
+  if (s != COLL_OK) coll__err_prefix(what);
+  return s;
+}
+
+COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
+                                            int nbufs, size_t count,
+                                            coll_dtype_t dt, coll_op_t op,
+                                            void *const *streams,
+                                            int nstreams) {
+  coll_work_t w;
+  coll__err_clear();
+  memset(&w, 0, sizeof w);
+  w.kind = COLL_WORK_ALLREDUCE;
+  w.count = count;
+  w.dtype = dt;
+  w.op = op;
+  return group_coll(g, &w, bufs, nbufs, streams, nstreams);
+}
+
+COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
+                                            int nbufs, size_t count,
+                                            coll_dtype_t dt, int root,
+                                            void *const *streams,
+                                            int nstreams) {
+  coll_work_t w;
+  coll__err_clear();
+  memset(&w, 0, sizeof w);
+  w.kind = COLL_WORK_BROADCAST;
+  w.count = count;
+  w.dtype = dt;
+  w.root = root;
+  return group_coll(g, &w, bufs, nbufs, streams, nstreams);
+}
+
+COLL_API int coll_group_size(const coll_group_t *g) {
+  return (g == NULL || g->comms == NULL) ? 0 : g->ndev;
+}
+
+COLL_API const int *coll_group_devices(const coll_group_t *g) {
+  return (g == NULL || g->comms == NULL) ? NULL : g->devs;
+}
+
+COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
+  coll__err_clear();
+  if (g == NULL || comms == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "group_split: %s is NULL",
+                     g == NULL ? "group" : "comms");
+  if (g->comms == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "group_split: the group was already split");
+  memcpy(comms, g->comms, (size_t)g->ndev * sizeof *comms);
+  free(g->comms);
+  g->comms = NULL;
+  return COLL_OK;
+}
+
+COLL_API coll_status_t coll_group_destroy(coll_group_t *g) {
+  coll_status_t s = COLL_OK, s2;
+  char first[COLL_ERRMSG_MAX] = "";
+  int i;
+  coll__err_clear();
+  if (g == NULL) return COLL_OK;
+  for (i = 0; g->comms != NULL && i < g->ndev; i++) {
+    s2 = coll_comm_destroy(g->comms[i]);
+    if (s == COLL_OK && s2 != COLL_OK) {
+      s = s2;
+      coll__err_save(first);
+    }
+  }
+  group_free(g);
+  if (s != COLL_OK) coll__err_restore(first);
+  return s;
+}

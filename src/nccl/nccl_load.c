@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nccl_load.c: fills the NCCL/CUDA table by dlopen (libnccl.so.2 or
+ * COLL_NCCL_LIBRARY, and the CUDA runtime), so libcoll.so links to neither,
+ * and tells callers exactly which piece is missing. */
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "nccl/nccl_table.h"
+
+/* The CUDA runtime this file was compiled against comes first; other majors
+ * follow because the few entry points used here kept their ABI. */
+#define CUDART_MAJOR (CUDART_VERSION / 1000)
+
+static uv_once_t load_once = UV_ONCE_INIT;
+static uv_mutex_t load_mu;
+static coll_nccl_table_t loaded;
+/* 1 once a half was tried (its fields are then final); release/acquire so
+ * a reader that sees 1 sees the fields. */
+static atomic_int cuda_tried, nccl_tried;
+static _Atomic(const coll_nccl_table_t *) installed;
+
+static void load_init(void) { uv_mutex_init(&load_mu); }
+
+const coll_nccl_table_t *coll__nccl_table(void) {
+  const coll_nccl_table_t *t = atomic_load(&installed);
+  return t != NULL ? t : &loaded;
+}
+
+void coll__nccl_table_install(const coll_nccl_table_t *t) {
+  uv_once(&load_once, load_init);
+  uv_mutex_lock(&load_mu);
+  memset(&loaded, 0, sizeof loaded);
+  atomic_store(&cuda_tried, 0);
+  atomic_store(&nccl_tried, 0);
+  atomic_store(&installed, t);
+  uv_mutex_unlock(&load_mu);
+}
+
+/* An entry point and the table slot it fills. */
+typedef struct entry {
+  const char *name;
+  size_t slot; /* offsetof(coll_nccl_table_t, ...) */
+  int optional;
+} entry_t;
+
+#define SLOT(field) offsetof(coll_nccl_table_t, field)
+
+static const entry_t cuda_entries[] = {
+    {"cudaGetDeviceCount", SLOT(cuda_get_device_count), 0},
+    {"cudaGetDevice", SLOT(cuda_get_device), 0},
+    {"cudaSetDevice", SLOT(cuda_set_device), 0},
+    {"cudaGetErrorString", SLOT(cuda_get_error_string), 0},
+    {"cudaGetLastError", SLOT(cuda_get_last_error), 0},
+    {"cudaStreamCreate", SLOT(cuda_stream_create), 0},
+    {"cudaStreamDestroy", SLOT(cuda_stream_destroy), 0},
+    {"cudaStreamSynchronize", SLOT(cuda_stream_synchronize), 0},
+    {"cudaStreamQuery", SLOT(cuda_stream_query), 0},
+    {"cudaEventCreateWithFlags", SLOT(cuda_event_create), 0},
+    {"cudaEventRecord", SLOT(cuda_event_record), 0},
+    {"cudaEventQuery", SLOT(cuda_event_query), 0},
+    {"cudaEventDestroy", SLOT(cuda_event_destroy), 0},
+    {"cudaPointerGetAttributes", SLOT(cuda_pointer_get_attributes), 0},
+    {"cudaMemcpyAsync", SLOT(cuda_memcpy_async), 0},
+    {"cudaHostAlloc", SLOT(cuda_host_alloc), 0},
+    {"cudaFreeHost", SLOT(cuda_free_host), 0},
+    {"cudaMalloc", SLOT(cuda_malloc), 0},
+    {"cudaFree", SLOT(cuda_free), 0},
+};
+
+/* Pre-multiplied sums arrived in 2.11 and ncclGetLastError in 2.13; older
+ * libraries still serve the rest (premul_sum then reports the version). */
+static const entry_t nccl_entries[] = {
+    {"ncclGetVersion", SLOT(nccl_get_version), 0},
+    {"ncclGetErrorString", SLOT(nccl_get_error_string), 0},
+    {"ncclGetLastError", SLOT(nccl_get_last_error), 1},
+    {"ncclGetUniqueId", SLOT(nccl_get_unique_id), 0},
+    {"ncclCommInitRank", SLOT(nccl_comm_init_rank), 0},
+    {"ncclCommInitAll", SLOT(nccl_comm_init_all), 0},
+    {"ncclCommAbort", SLOT(nccl_comm_abort), 0},
+    {"ncclCommDestroy", SLOT(nccl_comm_destroy), 0},
+    {"ncclCommGetAsyncError", SLOT(nccl_comm_get_async_error), 0},
+    {"ncclAllReduce", SLOT(nccl_all_reduce), 0},
+    {"ncclBroadcast", SLOT(nccl_broadcast), 0},
+    {"ncclReduce", SLOT(nccl_reduce), 0},
+    {"ncclAllGather", SLOT(nccl_all_gather), 0},
+    {"ncclReduceScatter", SLOT(nccl_reduce_scatter), 0},
+    {"ncclSend", SLOT(nccl_send), 0},
+    {"ncclRecv", SLOT(nccl_recv), 0},
+    {"ncclGroupStart", SLOT(nccl_group_start), 0},
+    {"ncclGroupEnd", SLOT(nccl_group_end), 0},
+    {"ncclRedOpCreatePreMulSum", SLOT(nccl_red_op_create_pre_mul_sum), 1},
+    {"ncclRedOpDestroy", SLOT(nccl_red_op_destroy), 1},
+};
+
+/* Fills the slots from lib (POSIX lets a dlsym result become a function
+ * pointer); -1 with `why` naming the first mandatory entry point missing. */
+static int resolve(void *lib, const entry_t *e, size_t n, coll_nccl_table_t *t,
+                   char *why) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    void *p = dlsym(lib, e[i].name);
+    memcpy((char *)t + e[i].slot, &p, sizeof p);
+    if (p == NULL && !e[i].optional) {
+      snprintf(why, COLL_NCCL_WHY_MAX, "entry point %s not found", e[i].name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void *open_cudart(char *tried, size_t cap) {
+  char names[6][32];
+  int n = 0, major, pass, i;
+  void *lib;
+  snprintf(names[n++], sizeof names[0], "libcudart.so.%d", CUDART_MAJOR);
+  snprintf(names[n++], sizeof names[0], "libcudart.so");
+  for (major = 13; major >= 11; major--)
+    if (major != CUDART_MAJOR)
+      snprintf(names[n++], sizeof names[0], "libcudart.so.%d", major);
+  /* Prefer a runtime the process already has (a framework's), then load. */
+  for (pass = 0; pass < 2; pass++) {
+    for (i = 0; i < n; i++) {
+      lib = dlopen(names[i], RTLD_NOW | (pass == 0 ? RTLD_NOLOAD : 0));
+      if (lib != NULL) {
+        COLL_INFO(COLL_LOG_NCCL, "CUDA runtime: %s", names[i]);
+        return lib;
+      }
+    }
+  }
+  snprintf(tried, cap, "%s, %s, %s, ...", names[0], names[1], names[2]);
+  return NULL;
+}
+
+static void load_cuda(coll_nccl_table_t *t) {
+  char tried[160];
+  void *lib = open_cudart(tried, sizeof tried);
+  if (lib == NULL) {
+    snprintf(t->cuda_why, sizeof t->cuda_why,
+             "the CUDA runtime library was not found (tried %s)", tried);
+    return;
+  }
+  if (resolve(lib, cuda_entries, sizeof cuda_entries / sizeof cuda_entries[0],
+              t, t->cuda_why) != 0)
+    return;
+  /* The library stays loaded for the life of the process: streams and
+   * events made through it may outlive any one comm. */
+  t->have_cuda = 1;
+}
+
+static void load_nccl(coll_nccl_table_t *t) {
+  const char *path = coll__env(COLL_ENV_NCCL_LIBRARY);
+  void *lib;
+  char *why = t->nccl_why;
+  if (path == NULL) path = "libnccl.so.2";
+  lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    snprintf(why, COLL_NCCL_WHY_MAX,
+             "NCCL could not be loaded (%.100s%s): %.160s", path,
+             coll__env(COLL_ENV_NCCL_LIBRARY) ? ", from COLL_NCCL_LIBRARY" : "",
+             dlerror());
+    return;
+  }
+  if (resolve(lib, nccl_entries, sizeof nccl_entries / sizeof nccl_entries[0],
+              t, why) != 0) {
+    char tmp[COLL_NCCL_WHY_MAX];
+    snprintf(tmp, sizeof tmp, "%.100s: %.180s (too old an NCCL?)", path, why);
+    memcpy(why, tmp, sizeof tmp);
+    return;
+  }
+  t->have_nccl = 1;
+  COLL_INFO(COLL_LOG_NCCL, "NCCL loaded from %s", path);
+}
+
+static const coll_nccl_table_t *ensure(atomic_int *tried,
+                                       void (*load)(coll_nccl_table_t *)) {
+  const coll_nccl_table_t *t = atomic_load(&installed);
+  if (t != NULL) return t;
+  if (atomic_load_explicit(tried, memory_order_acquire)) return &loaded;
+  uv_once(&load_once, load_init);
+  uv_mutex_lock(&load_mu);
+  if (!atomic_load_explicit(tried, memory_order_relaxed)) {
+    load(&loaded);
+    loaded.name = "dlopen";
+    atomic_store_explicit(tried, 1, memory_order_release);
+  }
+  uv_mutex_unlock(&load_mu);
+  return &loaded;
+}
+
+coll_status_t coll__cuda_ready(const char *what,
+                               const coll_nccl_table_t **out) {
+  const coll_nccl_table_t *t = ensure(&cuda_tried, load_cuda);
+  char text[COLL_ERRMSG_MAX];
+  cudaError_t e;
+  int n = 0;
+  if (!t->have_cuda)
+    return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: %s", what, t->cuda_why);
+  e = t->cuda_get_device_count(&n);
+  if (e != cudaSuccess) {
+    coll__cuda_result(t, e, "cudaGetDeviceCount");
+    coll__err_save(text);
+    if (e == cudaErrorNoDevice)
+      return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: no CUDA device (%s)", what,
+                       text);
+    return coll__err(COLL_ERR_NOT_AVAILABLE,
+                     "%s: no usable CUDA driver or device (%s)", what, text);
+  }
+  if (n <= 0)
+    return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: no CUDA device is visible",
+                     what);
+  *out = t;
+  return COLL_OK;
+}
+
+coll_status_t coll__nccl_ready(const char *what,
+                               const coll_nccl_table_t **out) {
+  const coll_nccl_table_t *t = ensure(&nccl_tried, load_nccl);
+  if (!t->have_nccl)
+    return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: %s", what, t->nccl_why);
+  return coll__cuda_ready(what, out);
+}
+
+const coll_nccl_table_t *coll__cuda_if_in_use(void) {
+  static atomic_int driver_seen;
+  const coll_nccl_table_t *t = NULL;
+  char keep[COLL_ERRMSG_MAX];
+  /* Device memory needs the driver: a process that has not loaded
+   * libcuda.so.1 holds none, and asking the runtime would create a context
+   * (and GPU memory) on behalf of a CPU-only user. */
+  if (atomic_load(&installed) == NULL && !atomic_load(&driver_seen)) {
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) return NULL;
+    dlclose(h);
+    atomic_store(&driver_seen, 1);
+  }
+  coll__err_save(keep);
+  if (coll__cuda_ready("staging", &t) != COLL_OK) t = NULL;
+  coll__err_restore(keep);
+  return t;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nccl_off.c: libcoll built without the NCCL backend. Every NCCL function is
+ * still there and says so; every pointer is host memory. */
+#include <stddef.h>
+
+#include "core/error.h"
+#include "cpu/staging.h"
+#include "nccl/nccl_backend_choice.h"
+#include "nccl/nccl_env.h"
+
+#include <strings.h>
+
+#define NO_NCCL "libcoll was built without the NCCL backend"
+
+static coll_status_t not_built(const char *what) {
+  return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: " NO_NCCL, what);
+}
+
+COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
+  coll__err_clear();
+  (void)out;
+  return not_built("unique_id_create");
+}
+
+COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
+                                           const coll_unique_id_t *id,
+                                           const coll_comm_config_t *cfg,
+                                           coll_comm_t **out) {
+  coll__err_clear();
+  (void)rank, (void)world, (void)id, (void)cfg;
+  if (out != NULL) *out = NULL;
+  return not_built("comm_init_rank");
+}
+
+COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
+                                         coll_group_t **out) {
+  coll__err_clear();
+  (void)devices, (void)ndev;
+  if (out != NULL) *out = NULL;
+  return not_built("group_create");
+}
+
+COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
+                                            int nbufs, size_t count,
+                                            coll_dtype_t dt, coll_op_t op,
+                                            void *const *streams,
+                                            int nstreams) {
+  coll__err_clear();
+  (void)g, (void)bufs, (void)nbufs, (void)count, (void)dt, (void)op;
+  (void)streams, (void)nstreams;
+  return not_built("group_allreduce");
+}
+
+COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
+                                            int nbufs, size_t count,
+                                            coll_dtype_t dt, int root,
+                                            void *const *streams,
+                                            int nstreams) {
+  coll__err_clear();
+  (void)g, (void)bufs, (void)nbufs, (void)count, (void)dt, (void)root;
+  (void)streams, (void)nstreams;
+  return not_built("group_broadcast");
+}
+
+COLL_API int coll_group_size(const coll_group_t *g) {
+  (void)g;
+  return 0;
+}
+
+COLL_API const int *coll_group_devices(const coll_group_t *g) {
+  (void)g;
+  return NULL;
+}
+
+COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
+  coll__err_clear();
+  (void)g, (void)comms;
+  return not_built("group_split");
+}
+
+/* No group can exist, so there is nothing to destroy. */
+COLL_API coll_status_t coll_group_destroy(coll_group_t *g) {
+  coll__err_clear();
+  (void)g;
+  return COLL_OK;
+}
+
+int coll__nccl_env_selected(void) {
+  const char *v = coll__backend_choice();
+  if (v != NULL && strcasecmp(v, "nccl") == 0) {
+    not_built("COLL_BACKEND=nccl");
+    return -1;
+  }
+  return 0;
+}
+
+coll_status_t coll__nccl_comm_from_store(coll_store_t *store, int rank,
+                                         int world,
+                                         const coll_comm_config_t *cfg,
+                                         int64_t timeout_ms,
+                                         coll_comm_t **out) {
+  (void)store, (void)rank, (void)world, (void)cfg, (void)timeout_ms;
+  if (out != NULL) *out = NULL;
+  return not_built("nccl init");
+}
+
+int coll__work_on_device(const coll_work_t *w) {
+  (void)w;
+  return 0;
+}
+
+coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
+                               coll_host_run_fn run) {
+  (void)cpu, (void)w, (void)run;
+  return not_built("staging");
+}

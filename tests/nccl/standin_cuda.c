@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* standin_cuda.c: the CUDA runtime half of the stand-in: devices (current
+ * device per thread), registered "device" and pinned memory, streams that
+ * run work at once or when looked at, events. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl/nccl_table.h"
+#include "nccl/staging_pool.h"
+#include "standin_impl.h"
+
+si_state_t si;
+_Thread_local int si_cur_dev;
+_Thread_local int si_group_depth;
+static coll_nccl_table_t table;
+static uv_once_t si_once = UV_ONCE_INIT;
+
+static void si_init(void) {
+  uv_mutex_init(&si.mu);
+  uv_cond_init(&si.cv);
+}
+
+void si_misuse(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(si.misuse, sizeof si.misuse, fmt, ap);
+  va_end(ap);
+  si.st.misuse++;
+}
+
+#define NO_DRIVER()                                           \
+  do {                                                        \
+    if (si.cfg.no_driver) return cudaErrorInsufficientDriver; \
+  } while (0)
+
+struct CUstream_st *si_stream(cudaStream_t s, int dev) {
+  if (s != NULL) return s;
+  if (dev < 0 || dev >= si.cfg.ndev) return NULL;
+  return si.defaults[dev];
+}
+
+void si_post(struct CUstream_st *s, si_op_t *op) {
+  op->next = NULL;
+  if (s->tail != NULL)
+    s->tail->next = op;
+  else
+    s->head = op;
+  s->tail = op;
+  if (!si.cfg.deferred) si_progress(s);
+}
+
+/* Runs the stream's work from its head until something must wait. */
+void si_progress(struct CUstream_st *s) {
+  si_op_t *op;
+  while ((op = s->head) != NULL) {
+    if (op->kind == SI_OP_COPY) {
+      memmove(op->dst, op->src, op->bytes);
+    } else if (op->kind == SI_OP_EVENT) {
+      if (op->ev->passed < op->seq) op->ev->passed = op->seq;
+    } else if (!si_coll_try(op)) {
+      break;
+    }
+    s->head = op->next;
+    if (s->head == NULL) s->tail = NULL;
+    free(op);
+  }
+  uv_cond_broadcast(&si.cv);
+}
+
+void si_progress_all(void) {
+  struct CUstream_st *s;
+  /* Twice: a collective finished on one stream may unblock another. */
+  for (int pass = 0; pass < 2; pass++)
+    for (s = si.streams; s != NULL; s = s->next_all) si_progress(s);
+}
+
+static cudaError_t get_device_count(int *n) {
+  NO_DRIVER();
+  if (si.cfg.ndev <= 0) return cudaErrorNoDevice;
+  *n = si.cfg.ndev;
+  return cudaSuccess;
+}
+
+static cudaError_t get_device(int *d) {
+  NO_DRIVER();
+  *d = si_cur_dev;
+  return cudaSuccess;
+}
+
+static cudaError_t set_device(int d) {
+  NO_DRIVER();
+  if (d < 0 || d >= si.cfg.ndev) return cudaErrorInvalidDevice;
+  si_cur_dev = d;
+  return cudaSuccess;
+}
+
+static const char *error_string(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorNotReady:
+      return "device not ready";
+    default:
+      return "stand-in CUDA error";
+  }
+}
+
+static cudaError_t get_last_error(void) { return cudaSuccess; }
+
+static cudaError_t stream_create(cudaStream_t *out) {
+  struct CUstream_st *s;
+  NO_DRIVER();
+  s = calloc(1, sizeof *s);
+  uv_mutex_lock(&si.mu);
+  s->dev = si_cur_dev;
+  s->next_all = si.streams;
+  si.streams = s;
+  uv_mutex_unlock(&si.mu);
+  *out = s;
+  return cudaSuccess;
+}
+
+/* Streams stay allocated until uninstall (ops may still reference them). */
+static cudaError_t stream_destroy(cudaStream_t s) {
+  (void)s;
+  NO_DRIVER();
+  return cudaSuccess;
+}
+
+static cudaError_t stream_query(cudaStream_t st) {
+  struct CUstream_st *s;
+  cudaError_t e;
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  s = si_stream(st, si_cur_dev);
+  si_progress_all();
+  e = s == NULL         ? cudaErrorInvalidResourceHandle
+      : s->head == NULL ? cudaSuccess
+                        : cudaErrorNotReady;
+  uv_mutex_unlock(&si.mu);
+  return e;
+}
+
+static cudaError_t stream_synchronize(cudaStream_t st) {
+  cudaError_t e;
+  int i;
+  /* Bounded: a hung stand-in collective must not hang a test. */
+  for (i = 0; i < 10000; i++) {
+    e = stream_query(st);
+    if (e != cudaErrorNotReady) return e;
+    uv_sleep(1);
+  }
+  return cudaErrorLaunchTimeout;
+}
+
+static cudaError_t event_create(cudaEvent_t *out, unsigned flags) {
+  struct CUevent_st *ev;
+  (void)flags;
+  NO_DRIVER();
+  ev = calloc(1, sizeof *ev);
+  uv_mutex_lock(&si.mu);
+  ev->dev = si_cur_dev;
+  ev->next_all = si.events;
+  si.events = ev;
+  si.st.events_live++;
+  uv_mutex_unlock(&si.mu);
+  *out = ev;
+  return cudaSuccess;
+}
+
+static cudaError_t event_record(cudaEvent_t ev, cudaStream_t st) {
+  struct CUstream_st *s;
+  si_op_t *op;
+  cudaError_t e = cudaSuccess;
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  s = si_stream(st, si_cur_dev);
+  if (s == NULL || ev == NULL || ev->destroyed || ev->dev != s->dev) {
+    /* CUDA refuses an event and a stream of different devices. */
+    si_misuse("cudaEventRecord: event of device %d on a stream of device %d",
+              ev ? ev->dev : -1, s ? s->dev : -1);
+    e = cudaErrorInvalidResourceHandle;
+  } else {
+    op = calloc(1, sizeof *op);
+    op->kind = SI_OP_EVENT;
+    op->ev = ev;
+    op->seq = ++ev->recorded;
+    si_post(s, op);
+  }
+  uv_mutex_unlock(&si.mu);
+  return e;
+}
+
+static cudaError_t event_query(cudaEvent_t ev) {
+  cudaError_t e;
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  si_progress_all();
+  if (ev->destroyed) {
+    si_misuse("cudaEventQuery on a destroyed event");
+    e = cudaErrorInvalidResourceHandle;
+  } else {
+    e = ev->passed >= ev->recorded ? cudaSuccess : cudaErrorNotReady;
+  }
+  uv_mutex_unlock(&si.mu);
+  return e;
+}
+
+/* Destroyed events stay allocated (markers may still point at them). */
+static cudaError_t event_destroy(cudaEvent_t ev) {
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  if (ev->destroyed) si_misuse("cudaEventDestroy twice");
+  ev->destroyed = 1;
+  si.st.events_live--;
+  uv_mutex_unlock(&si.mu);
+  return cudaSuccess;
+}
+
+static si_mem_t *mem_find(const void *p) {
+  si_mem_t *m;
+  for (m = si.mem; m != NULL; m = m->next)
+    if ((const char *)p >= m->p && (const char *)p < m->p + m->bytes) return m;
+  return NULL;
+}
+
+static cudaError_t pointer_attributes(struct cudaPointerAttributes *a,
+                                      const void *p) {
+  si_mem_t *m;
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  m = mem_find(p);
+  a->type = m == NULL    ? cudaMemoryTypeUnregistered
+            : m->dev < 0 ? cudaMemoryTypeHost
+                         : cudaMemoryTypeDevice;
+  a->device = m != NULL && m->dev >= 0 ? m->dev : 0;
+  uv_mutex_unlock(&si.mu);
+  return cudaSuccess;
+}
+
+static cudaError_t memcpy_async(void *dst, const void *src, size_t bytes,
+                                enum cudaMemcpyKind kind, cudaStream_t st) {
+  struct CUstream_st *s;
+  si_op_t *op;
+  cudaError_t e = cudaSuccess;
+  (void)kind;
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  s = si_stream(st, si_cur_dev);
+  if (s == NULL) {
+    e = cudaErrorInvalidResourceHandle;
+  } else {
+    op = calloc(1, sizeof *op);
+    op->kind = SI_OP_COPY;
+    op->dst = dst;
+    op->src = src;
+    op->bytes = bytes;
+    si_post(s, op);
+  }
+  uv_mutex_unlock(&si.mu);
+  return e;
+}
+
+static void *mem_add(size_t bytes, int dev) {
+  si_mem_t *m = calloc(1, sizeof *m);
+  m->p = calloc(1, bytes ? bytes : 1);
+  m->bytes = bytes ? bytes : 1;
+  m->dev = dev;
+  uv_mutex_lock(&si.mu);
+  m->next = si.mem;
+  si.mem = m;
+  if (dev < 0) si.st.host_allocs_live++;
+  uv_mutex_unlock(&si.mu);
+  return m->p;
+}
+
+static int mem_remove(void *p) {
+  si_mem_t **pp, *m;
+  int found = 0;
+  uv_mutex_lock(&si.mu);
+  for (pp = &si.mem; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->p == p) {
+      m = *pp;
+      *pp = m->next;
+      if (m->dev < 0) si.st.host_allocs_live--;
+      free(m->p);
+      free(m);
+      found = 1;
+      break;
+    }
+  }
+  if (!found) si_misuse("free of unknown memory %p", p);
+  uv_mutex_unlock(&si.mu);
+  return found;
+}
+
+static cudaError_t host_alloc(void **p, size_t bytes, unsigned flags) {
+  (void)flags;
+  NO_DRIVER();
+  *p = mem_add(bytes, -1);
+  return cudaSuccess;
+}
+
+static cudaError_t free_host(void *p) {
+  NO_DRIVER();
+  return mem_remove(p) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+static cudaError_t dev_malloc(void **p, size_t bytes) {
+  NO_DRIVER();
+  *p = mem_add(bytes, si_cur_dev);
+  return cudaSuccess;
+}
+
+static cudaError_t dev_free(void *p) {
+  NO_DRIVER();
+  return mem_remove(p) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+void *standin_dev_alloc(int dev, size_t bytes) { return mem_add(bytes, dev); }
+void standin_dev_free(void *p) { mem_remove(p); }
+
+void si_cuda_fill(coll_nccl_table_t *t) {
+  t->have_cuda = 1;
+  t->cuda_get_device_count = get_device_count;
+  t->cuda_get_device = get_device;
+  t->cuda_set_device = set_device;
+  t->cuda_get_error_string = error_string;
+  t->cuda_get_last_error = get_last_error;
+  t->cuda_stream_create = stream_create;
+  t->cuda_stream_destroy = stream_destroy;
+  t->cuda_stream_synchronize = stream_synchronize;
+  t->cuda_stream_query = stream_query;
+  t->cuda_event_create = event_create;
+  t->cuda_event_record = event_record;
+  t->cuda_event_query = event_query;
+  t->cuda_event_destroy = event_destroy;
+  t->cuda_pointer_get_attributes = pointer_attributes;
+  t->cuda_memcpy_async = memcpy_async;
+  t->cuda_host_alloc = host_alloc;
+  t->cuda_free_host = free_host;
+  t->cuda_malloc = dev_malloc;
+  t->cuda_free = dev_free;
+}
+
+void standin_install(const standin_config_t *cfg) {
+  int i;
+  uv_once(&si_once, si_init);
+  uv_mutex_lock(&si.mu);
+  si.cfg = *cfg;
+  if (si.cfg.ndev > SI_MAXDEV) si.cfg.ndev = SI_MAXDEV;
+  if (si.cfg.version == 0) si.cfg.version = 22809;
+  si.hang = cfg->hang;
+  si.fail_next = ncclSuccess;
+  memset(&si.st, 0, sizeof si.st);
+  si.misuse[0] = '\0';
+  for (i = 0; i < si.cfg.ndev; i++) {
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    s->dev = i;
+    s->next_all = si.streams;
+    si.streams = s;
+    si.defaults[i] = s;
+  }
+  uv_mutex_unlock(&si.mu);
+  si_cur_dev = 0;
+  memset(&table, 0, sizeof table);
+  table.name = "stand-in";
+  si_cuda_fill(&table);
+  if (cfg->no_nccl)
+    snprintf(table.nccl_why, sizeof table.nccl_why,
+             "NCCL could not be loaded (libnccl.so.2): stand-in without NCCL");
+  else
+    si_nccl_fill(&table);
+  coll__nccl_table_install(&table);
+}
+
+void standin_uninstall(void) {
+  si_mem_t *m;
+  struct CUstream_st *s;
+  struct CUevent_st *ev;
+  si_op_t *op;
+  /* Pooled staging slabs came from this table: free them through it. */
+  coll__slab_pool_clear();
+  coll__nccl_table_install(NULL);
+  uv_mutex_lock(&si.mu);
+  si_nccl_free_all();
+  while ((s = si.streams) != NULL) {
+    si.streams = s->next_all;
+    while ((op = s->head) != NULL) {
+      s->head = op->next;
+      free(op);
+    }
+    free(s);
+  }
+  memset(si.defaults, 0, sizeof si.defaults);
+  while ((ev = si.events) != NULL) {
+    si.events = ev->next_all;
+    free(ev);
+  }
+  while ((m = si.mem) != NULL) {
+    si.mem = m->next;
+    free(m->p);
+    free(m);
+  }
+  uv_mutex_unlock(&si.mu);
+}
+
+void standin_stats(standin_stats_t *out) {
+  uv_mutex_lock(&si.mu);
+  *out = si.st;
+  uv_mutex_unlock(&si.mu);
+}
+
+const char *standin_misuse_text(void) { return si.misuse; }

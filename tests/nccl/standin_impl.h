@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* standin_impl.h: the stand-in's shared state (one lock for everything). */
+#ifndef COLL_TEST_STANDIN_IMPL_H
+#define COLL_TEST_STANDIN_IMPL_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "standin.h"
+
+#define SI_MAXR 16   /* ranks per clique */
+#define SI_MAXDEV 16 /* devices */
+
+enum { SI_OP_COPY, SI_OP_EVENT, SI_OP_COLL };
+
+typedef struct si_slot si_slot_t;
+
+typedef struct si_op {
+  int kind;
+  void *dst; /* copy */
+  const void *src;
+  size_t bytes;
+  struct CUevent_st *ev; /* event marker */
+  uint64_t seq;
+  si_slot_t *slot; /* collective */
+  int rank;
+  struct si_op *next;
+} si_op_t;
+
+struct CUstream_st {
+  int dev;
+  si_op_t *head, *tail;
+  struct CUstream_st *next_all;
+};
+
+struct CUevent_st {
+  int dev;
+  uint64_t recorded, passed; /* complete when passed >= recorded */
+  struct CUevent_st *next_all;
+  int destroyed;
+};
+
+typedef struct si_mem {
+  char *p;
+  size_t bytes;
+  int dev; /* -1: pinned host */
+  struct si_mem *next;
+} si_mem_t;
+
+typedef struct si_state {
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  standin_config_t cfg;
+  struct CUstream_st *streams; /* every stream, default ones included */
+  struct CUstream_st *defaults[SI_MAXDEV];
+  struct CUevent_st *events;
+  si_mem_t *mem;
+  struct ncclComm *comms;
+  struct si_clique *cliques;
+  ncclResult_t fail_next;
+  int hang;
+  uint64_t uid_counter;
+  standin_stats_t st;
+  char misuse[256];
+} si_state_t;
+
+extern si_state_t si;
+extern _Thread_local int si_cur_dev;
+extern _Thread_local int si_group_depth;
+
+typedef struct si_clique {
+  char id[NCCL_UNIQUE_ID_BYTES];
+  int world, joined;
+  struct ncclComm *comms[SI_MAXR];
+  si_slot_t *slots;
+  struct si_clique *next;
+} si_clique_t;
+
+#define SI_MAXOPS 8
+
+struct ncclComm {
+  si_clique_t *q;
+  int rank, dev;
+  int freed; /* aborted or destroyed: NCCL must not see it again */
+  ncclResult_t async_err;
+  uint64_t coll_seq, send_seq[SI_MAXR], recv_seq[SI_MAXR];
+  float premul[SI_MAXOPS]; /* by op - ncclNumOps */
+  int premul_live[SI_MAXOPS];
+  struct ncclComm *next_all;
+};
+
+typedef struct si_arg {
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t dt;
+  int op; /* ncclRedOp_t, or -1 - index for a premul op */
+  float factor;
+  int root;
+  int posted, at_head;
+} si_arg_t;
+
+struct si_slot {
+  si_clique_t *q;
+  int chan; /* -1: collectives; else src * SI_MAXR + dst */
+  uint64_t seq;
+  int kind, hang, done, queued;
+  unsigned want; /* participating ranks */
+  si_arg_t a[SI_MAXR];
+  si_slot_t *next;
+};
+
+/* Under si.mu. */
+void si_misuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+struct CUstream_st *si_stream(cudaStream_t s, int dev);
+void si_post(struct CUstream_st *s, si_op_t *op);
+void si_progress(struct CUstream_st *s);
+void si_progress_all(void);
+/* Tries to run the collective op (at the head of its stream): 1 when the
+ * op is over (ran, or its comm was aborted), 0 while it must wait. */
+int si_coll_try(si_op_t *op);
+/* NULL or freed comm: records a misuse, returns ncclInvalidUsage. */
+ncclResult_t si_comm_ok(struct ncclComm *c, const char *what);
+/* The collective calls of the NCCL half (standin_nccl.c). */
+void si_nccl_fill_colls(coll_nccl_table_t *t);
+void si_nccl_free_all(void);
+void si_nccl_fill(coll_nccl_table_t *t);
+void si_cuda_fill(coll_nccl_table_t *t);
+
+#endif

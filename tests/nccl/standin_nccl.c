@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* standin_nccl.c: the NCCL half of the stand-in. Ranks (threads) meet by
+ * unique id in a clique; the k-th collective of every rank of a clique forms
+ * one slot, which runs on host memory once every rank's call reached the head
+ * of its stream. Integer sums wrap like NCCL's (8-bit too). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "standin_impl.h"
+
+enum { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER, K_RS, K_P2P };
+
+static size_t esize(ncclDataType_t dt) {
+  switch (dt) {
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0; /* f16/bf16/fp8: not modelled */
+  }
+}
+
+/* acc = acc OP x (first: acc = x), x scaled by f first when premul. */
+#define RED_LOOP(T, U)                \
+  do {                                \
+    T *d = acc;                       \
+    const T *s = x;                   \
+    for (size_t i = 0; i < n; i++) {  \
+      T v = s[i];                     \
+      if (premul) v = (T)(v * f);     \
+      if (first) {                    \
+        d[i] = v;                     \
+        continue;                     \
+      }                               \
+      switch (op) {                   \
+        case ncclProd:                \
+          d[i] = (T)((U)d[i] * (U)v); \
+          break;                      \
+        case ncclMax:                 \
+          d[i] = d[i] > v ? d[i] : v; \
+          break;                      \
+        case ncclMin:                 \
+          d[i] = d[i] < v ? d[i] : v; \
+          break;                      \
+        default:                      \
+          d[i] = (T)((U)d[i] + (U)v); \
+          break;                      \
+      }                               \
+    }                                 \
+  } while (0)
+
+static void red(ncclDataType_t dt, int op, int premul, float f, void *acc,
+                const void *x, size_t n, int first) {
+  switch (dt) {
+    case ncclInt8:
+      RED_LOOP(int8_t, uint8_t);
+      break;
+    case ncclUint8:
+      RED_LOOP(uint8_t, uint8_t);
+      break;
+    case ncclInt32:
+      RED_LOOP(int32_t, uint32_t);
+      break;
+    case ncclUint32:
+      RED_LOOP(uint32_t, uint32_t);
+      break;
+    case ncclInt64:
+      RED_LOOP(int64_t, uint64_t);
+      break;
+    case ncclUint64:
+      RED_LOOP(uint64_t, uint64_t);
+      break;
+    case ncclFloat32:
+      RED_LOOP(float, float);
+      break;
+    case ncclFloat64:
+      RED_LOOP(double, double);
+      break;
+    default:
+      break;
+  }
+}
+
+#define DIV_LOOP(T)                                         \
+  do {                                                      \
+    T *d = acc;                                             \
+    for (size_t i = 0; i < n; i++) d[i] = (T)(d[i] / (T)w); \
+  } while (0)
+
+static void avg_finish(ncclDataType_t dt, void *acc, size_t n, int w) {
+  switch (dt) {
+    case ncclInt8:
+      DIV_LOOP(int8_t);
+      break;
+    case ncclUint8:
+      DIV_LOOP(uint8_t);
+      break;
+    case ncclInt32:
+      DIV_LOOP(int32_t);
+      break;
+    case ncclUint32:
+      DIV_LOOP(uint32_t);
+      break;
+    case ncclInt64:
+      DIV_LOOP(int64_t);
+      break;
+    case ncclUint64:
+      DIV_LOOP(uint64_t);
+      break;
+    case ncclFloat32:
+      DIV_LOOP(float);
+      break;
+    case ncclFloat64:
+      DIV_LOOP(double);
+      break;
+    default:
+      break;
+  }
+}
+
+/* Reduces the snapshots' blocks at element offset `off` into acc. */
+static void reduce_into(si_slot_t *sl, char **snap, void *acc, size_t off,
+                        size_t n) {
+  int w = sl->q->world, r, op = sl->a[0].op;
+  ncclDataType_t dt = sl->a[0].dt;
+  size_t e = esize(dt);
+  for (r = 0; r < w; r++) {
+    int premul = sl->a[r].op < 0;
+    red(dt, premul ? ncclSum : op, premul, sl->a[r].factor, acc,
+        snap[r] + off * e, n, r == 0);
+  }
+  if (op == ncclAvg) avg_finish(dt, acc, n, w);
+}
+
+static void exec_slot(si_slot_t *sl) {
+  int w = sl->q->world, r, k;
+  char *snap[SI_MAXR] = {0};
+  si_arg_t *a = sl->a;
+  /* Rank 0 takes part in every collective; a message's sender in p2p. */
+  int lead = sl->kind == K_P2P ? sl->chan / SI_MAXR : 0;
+  size_t e = esize(a[lead].dt), n = a[lead].count, in_bytes = n * e;
+  char *acc = NULL;
+  if (sl->kind == K_RS) in_bytes = n * e * (size_t)w;
+  /* Snapshot every input first: in-place forms read what others write. */
+  for (r = 0; r < SI_MAXR; r++) {
+    if (!(sl->want & (1u << r)) || a[r].send == NULL) continue;
+    snap[r] = malloc(in_bytes ? in_bytes : 1);
+    memcpy(snap[r], a[r].send, in_bytes);
+  }
+  acc = calloc(1, in_bytes ? in_bytes : 1);
+  switch (sl->kind) {
+    case K_ALLREDUCE:
+      reduce_into(sl, snap, acc, 0, n);
+      for (r = 0; r < w; r++) memcpy(a[r].recv, acc, n * e);
+      break;
+    case K_REDUCE:
+      reduce_into(sl, snap, acc, 0, n);
+      memcpy(a[a[0].root].recv, acc, n * e);
+      break;
+    case K_BCAST:
+      for (r = 0; r < w; r++) memcpy(a[r].recv, snap[a[0].root], n * e);
+      break;
+    case K_ALLGATHER:
+      for (r = 0; r < w; r++)
+        for (k = 0; k < w; k++)
+          memcpy((char *)a[r].recv + (size_t)k * n * e, snap[k], n * e);
+      break;
+    case K_RS:
+      for (r = 0; r < w; r++) {
+        reduce_into(sl, snap, acc, (size_t)r * n, n);
+        memcpy(a[r].recv, acc, n * e);
+      }
+      break;
+    case K_P2P: {
+      int src = sl->chan / SI_MAXR, dst = sl->chan % SI_MAXR;
+      size_t c = a[src].count < a[dst].count ? a[src].count : a[dst].count;
+      memcpy(a[dst].recv, snap[src], c * e);
+      break;
+    }
+  }
+  for (r = 0; r < SI_MAXR; r++) free(snap[r]);
+  free(acc);
+}
+
+static void slot_unlink(si_slot_t *sl) {
+  si_slot_t **pp;
+  for (pp = &sl->q->slots; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == sl) {
+      *pp = sl->next;
+      free(sl);
+      return;
+    }
+}
+
+int si_coll_try(si_op_t *op) {
+  si_slot_t *sl = op->slot;
+  struct ncclComm *c = sl->q->comms[op->rank];
+  int r, ready = 1;
+  if (!sl->done && c->freed) {
+    /* The comm was aborted: its kernels exit, the stream moves on; the
+     * peers' halves stay stuck, as with NCCL. */
+    sl->queued--;
+    return 1;
+  }
+  if (!sl->done) {
+    sl->a[op->rank].at_head = 1;
+    for (r = 0; r < SI_MAXR; r++)
+      if ((sl->want & (1u << r)) && !(sl->a[r].posted && sl->a[r].at_head))
+        ready = 0;
+    if (!ready || sl->hang) return 0;
+    exec_slot(sl);
+    sl->done = 1;
+  }
+  if (--sl->queued == 0) slot_unlink(sl);
+  return 1;
+}
+
+static si_slot_t *slot_get(si_clique_t *q, int chan, uint64_t seq, int kind) {
+  si_slot_t *sl;
+  for (sl = q->slots; sl != NULL; sl = sl->next)
+    if (sl->chan == chan && sl->seq == seq) return sl;
+  sl = calloc(1, sizeof *sl);
+  sl->q = q;
+  sl->chan = chan;
+  sl->seq = seq;
+  sl->kind = kind;
+  sl->hang = si.hang;
+  sl->want = chan < 0 ? (q->world >= 32 ? ~0u : (1u << q->world) - 1)
+                      : (1u << (chan / SI_MAXR)) | (1u << (chan % SI_MAXR));
+  sl->next = q->slots;
+  q->slots = sl;
+  return sl;
+}
+
+ncclResult_t si_comm_ok(struct ncclComm *c, const char *what) {
+  if (c == NULL || c->freed) {
+    si_misuse("%s on a %s comm", what, c == NULL ? "NULL" : "freed");
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t post(struct ncclComm *c, int kind, int peer,
+                         const si_arg_t *arg, cudaStream_t st) {
+  struct CUstream_st *s;
+  si_slot_t *sl;
+  si_op_t *op;
+  ncclResult_t r;
+  int chan = -1;
+  uint64_t seq;
+  uv_mutex_lock(&si.mu);
+  r = si_comm_ok(c, "collective");
+  if (r == ncclSuccess && si.fail_next != ncclSuccess) {
+    r = si.fail_next;
+    si.fail_next = ncclSuccess;
+  }
+  if (r == ncclSuccess && esize(arg->dt) == 0) r = ncclInvalidArgument;
+  s = r == ncclSuccess ? si_stream(st, c->dev) : NULL;
+  if (r == ncclSuccess && (s == NULL || s->dev != c->dev)) {
+    si_misuse("collective on a stream of device %d, comm on device %d",
+              s ? s->dev : -1, c->dev);
+    r = ncclInvalidUsage;
+  }
+  if (r != ncclSuccess) {
+    uv_mutex_unlock(&si.mu);
+    return r;
+  }
+  if (kind == K_P2P) {
+    int send = arg->send != NULL;
+    chan = send ? c->rank * SI_MAXR + peer : peer * SI_MAXR + c->rank;
+    seq = send ? c->send_seq[peer]++ : c->recv_seq[peer]++;
+  } else {
+    seq = c->coll_seq++;
+  }
+  sl = slot_get(c->q, chan, seq, kind);
+  sl->a[c->rank] = *arg;
+  sl->a[c->rank].posted = 1;
+  sl->queued++;
+  op = calloc(1, sizeof *op);
+  op->kind = SI_OP_COLL;
+  op->slot = sl;
+  op->rank = c->rank;
+  si.st.collectives++;
+  si_post(s, op);
+  uv_mutex_unlock(&si.mu);
+  return ncclSuccess;
+}
+
+static int op_index(struct ncclComm *c, ncclRedOp_t op, float *factor) {
+  int i = (int)op - (int)ncclNumOps;
+  if (i < 0) return (int)op;
+  if (i >= SI_MAXOPS || !c->premul_live[i]) return -1000;
+  *factor = c->premul[i];
+  return -1 - i;
+}
+
+static ncclResult_t all_reduce(const void *send, void *recv, size_t count,
+                               ncclDataType_t dt, ncclRedOp_t op, ncclComm_t c,
+                               cudaStream_t st) {
+  si_arg_t a = {send, recv, count, dt, 0, 1.0f, 0, 0, 0};
+  a.op = op_index(c, op, &a.factor);
+  if (a.op == -1000) return ncclInvalidArgument;
+  return post(c, K_ALLREDUCE, 0, &a, st);
+}
+
+static ncclResult_t broadcast(const void *send, void *recv, size_t count,
+                              ncclDataType_t dt, int root, ncclComm_t c,
+                              cudaStream_t st) {
+  si_arg_t a = {send, recv, count, dt, ncclSum, 1.0f, root, 0, 0};
+  /* Off the root NCCL ignores sendbuff: no snapshot is needed there. */
+  if (c != NULL && c->rank != root) a.send = NULL;
+  return post(c, K_BCAST, 0, &a, st);
+}
+
+static ncclResult_t reduce(const void *send, void *recv, size_t count,
+                           ncclDataType_t dt, ncclRedOp_t op, int root,
+                           ncclComm_t c, cudaStream_t st) {
+  si_arg_t a = {send, recv, count, dt, op, 1.0f, root, 0, 0};
+  return post(c, K_REDUCE, 0, &a, st);
+}
+
+static ncclResult_t all_gather(const void *send, void *recv, size_t count,
+                               ncclDataType_t dt, ncclComm_t c,
+                               cudaStream_t st) {
+  si_arg_t a = {send, recv, count, dt, ncclSum, 1.0f, 0, 0, 0};
+  return post(c, K_ALLGATHER, 0, &a, st);
+}
+
+static ncclResult_t reduce_scatter(const void *send, void *recv, size_t count,
+                                   ncclDataType_t dt, ncclRedOp_t op,
+                                   ncclComm_t c, cudaStream_t st) {
+  si_arg_t a = {send, recv, count, dt, op, 1.0f, 0, 0, 0};
+  return post(c, K_RS, 0, &a, st);
+}
+
+static ncclResult_t p2p_send(const void *buf, size_t count, ncclDataType_t dt,
+                             int peer, ncclComm_t c, cudaStream_t st) {
+  si_arg_t a = {buf, NULL, count, dt, ncclSum, 1.0f, 0, 0, 0};
+  return post(c, K_P2P, peer, &a, st);
+}
+
+static ncclResult_t p2p_recv(void *buf, size_t count, ncclDataType_t dt,
+                             int peer, ncclComm_t c, cudaStream_t st) {
+  si_arg_t a = {NULL, buf, count, dt, ncclSum, 1.0f, 0, 0, 0};
+  return post(c, K_P2P, peer, &a, st);
+}
+
+void si_nccl_fill_colls(coll_nccl_table_t *t) {
+  t->nccl_all_reduce = all_reduce;
+  t->nccl_broadcast = broadcast;
+  t->nccl_reduce = reduce;
+  t->nccl_all_gather = all_gather;
+  t->nccl_reduce_scatter = reduce_scatter;
+  t->nccl_send = p2p_send;
+  t->nccl_recv = p2p_recv;
+}
