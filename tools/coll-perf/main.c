@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* main.c: coll-perf: ranks as threads (--threads N) or as processes
+ * (coll_comm_init_env), each running the benchmark in bench.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include "perf.h"
+
+/* The ranks of --threads mode. When one rank's call fails it aborts every
+ * comm, so the others return at once instead of waiting on it. */
+typedef struct perf_threads {
+  const perf_opts_t *o;
+  int world;
+  coll_comm_t **comms;
+  coll_abort_handle_t **aborts;
+  int *rcs;
+} perf_threads_t;
+
+typedef struct perf_thread_arg {
+  perf_threads_t *t;
+  int rank;
+} perf_thread_arg_t;
+
+static void abort_all(void *ctx) {
+  perf_threads_t *t = ctx;
+  int i;
+  for (i = 0; i < t->world; i++)
+    if (t->aborts[i] != NULL) coll_abort(t->aborts[i]);
+}
+
+static void rank_thread(void *arg) {
+  perf_thread_arg_t *a = arg;
+  perf_threads_t *t = a->t;
+  perf_rank_t pr = {t->o,      t->comms[a->rank], a->rank, t->world,
+                    "threads", abort_all,         t};
+  t->rcs[a->rank] = perf_bench(&pr);
+}
+
+static int check_root(const perf_opts_t *o, int world, int print) {
+  if (!perf_coll_rooted(o->coll) || o->root < world) return 0;
+  if (print)
+    fprintf(stderr, "coll-perf: -r %d: the root must be below %d ranks\n",
+            o->root, world);
+  return PERF_EXIT_USAGE;
+}
+
+/* Comms over the in-process transport, and an abort handle for each. */
+static int make_comms(perf_threads_t *t) {
+  coll_transport_t **tr = calloc((size_t)t->world, sizeof *tr);
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_status_t s = COLL_ERR_NO_MEMORY;
+  const char *what = "calloc";
+  int i;
+  if (tr == NULL) goto out;
+  what = "coll_inproc_create";
+  if ((s = coll_inproc_create(t->world, tr)) != COLL_OK) goto out;
+  for (i = 0; i < t->world && s == COLL_OK; i++) {
+    what = "coll_comm_create";
+    s = coll_comm_create(tr[i], &cfg, &t->comms[i]);
+    tr[i] = NULL; /* the comm owns it now, also after a failure */
+    if (s == COLL_OK) {
+      what = "coll_comm_abort_handle";
+      s = coll_comm_abort_handle(t->comms[i], &t->aborts[i]);
+    }
+  }
+  for (; i < t->world; i++) coll_transport_destroy(tr[i]);
+out:
+  if (s != COLL_OK)
+    fprintf(stderr, "coll-perf: %s failed: %s: %s\n", what, coll_status_name(s),
+            coll_last_error());
+  free(tr);
+  return s == COLL_OK ? 0 : -1;
+}
+
+static void free_comms(perf_threads_t *t) {
+  int i;
+  for (i = 0; i < t->world; i++) {
+    coll_comm_destroy(t->comms[i]);
+    if (t->aborts[i] != NULL) coll_abort_handle_release(t->aborts[i]);
+  }
+}
+
+static int run_threads(const perf_opts_t *o) {
+  perf_threads_t t = {o, o->threads, NULL, NULL, NULL};
+  uv_thread_t *th = calloc((size_t)t.world, sizeof *th);
+  perf_thread_arg_t *args = calloc((size_t)t.world, sizeof *args);
+  int rc = PERF_EXIT_FAILED, started = 0, i;
+  t.comms = calloc((size_t)t.world, sizeof *t.comms);
+  t.aborts = calloc((size_t)t.world, sizeof *t.aborts);
+  t.rcs = calloc((size_t)t.world, sizeof *t.rcs);
+  if (th == NULL || args == NULL || t.comms == NULL || t.aborts == NULL ||
+      t.rcs == NULL) {
+    fprintf(stderr, "coll-perf: out of memory\n");
+    goto out;
+  }
+  if (make_comms(&t) != 0) goto out_comms;
+  for (; started < t.world; started++) {
+    args[started] = (perf_thread_arg_t){&t, started};
+    if (uv_thread_create(&th[started], rank_thread, &args[started]) != 0) {
+      fprintf(stderr, "coll-perf: cannot start rank thread %d\n", started);
+      abort_all(&t);
+      break;
+    }
+  }
+  for (i = 0; i < started; i++) uv_thread_join(&th[i]);
+  rc = started == t.world ? 0 : PERF_EXIT_FAILED;
+  for (i = 0; i < started; i++)
+    if (t.rcs[i] != 0) rc = t.rcs[i];
+out_comms:
+  free_comms(&t);
+out:
+  free(th);
+  free(args);
+  free(t.comms);
+  free(t.aborts);
+  free(t.rcs);
+  return rc;
+}
+
+static int run_env(const perf_opts_t *o) {
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_comm_t *comm = NULL;
+  perf_rank_t pr = {o, NULL, 0, 0, "processes", NULL, NULL};
+  coll_status_t s = coll_comm_init_env(&cfg, &comm);
+  int rc;
+  if (s != COLL_OK) {
+    fprintf(stderr,
+            "coll-perf: coll_comm_init_env failed: %s: %s\n"
+            "coll-perf: run it under a launcher (coll-run -n N coll-perf "
+            "...), or use --threads N\n",
+            coll_status_name(s), coll_last_error());
+    return PERF_EXIT_FAILED;
+  }
+  pr.comm = comm;
+  pr.rank = coll_comm_rank(comm);
+  pr.world = coll_comm_size(comm);
+  rc = check_root(o, pr.world, pr.rank == 0);
+  if (rc == 0) rc = perf_bench(&pr);
+  if ((s = coll_comm_destroy(comm)) != COLL_OK) {
+    fprintf(stderr, "coll-perf: rank %d: coll_comm_destroy failed: %s: %s\n",
+            pr.rank, coll_status_name(s), coll_last_error());
+    if (rc == 0) rc = PERF_EXIT_FAILED;
+  }
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  perf_opts_t o = {.min_bytes = 32u << 20,
+                   .max_bytes = 32u << 20,
+                   .factor = 2,
+                   .iters = 20,
+                   .warmup = 5,
+                   .dtype = COLL_F32,
+                   .op = COLL_SUM,
+                   .check = 1,
+                   .coll = PERF_ALLREDUCE,
+                   .format = PERF_TEXT};
+  int rc = perf_parse_args(argc, argv, &o);
+  if (rc >= 0) return rc;
+  if (o.list_env) {
+    perf_print_env();
+    return 0;
+  }
+  if (o.threads > 0) {
+    if ((rc = check_root(&o, o.threads, 1)) != 0) return rc;
+    return run_threads(&o);
+  }
+  return run_env(&o);
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* perf.h: the pieces of coll-perf: options, the per-rank benchmark, result
+ * checking and the report. */
+#ifndef COLL_PERF_H
+#define COLL_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+#define PERF_EXIT_FAILED 1 /* wrong results, or a call failed */
+#define PERF_EXIT_USAGE 2
+
+typedef enum perf_coll {
+  PERF_ALLREDUCE = 0,
+  PERF_ALLGATHER,
+  PERF_REDUCE_SCATTER,
+  PERF_BROADCAST,
+  PERF_REDUCE,
+  PERF_BARRIER,
+  PERF_COLL_COUNT
+} perf_coll_t;
+
+typedef enum perf_format { PERF_TEXT = 0, PERF_CSV, PERF_JSON } perf_format_t;
+
+typedef struct perf_opts {
+  size_t min_bytes, max_bytes, factor;
+  int iters, warmup;
+  coll_dtype_t dtype;
+  coll_op_t op;
+  int all_dtypes, all_ops; /* -d all, -o all: one pass per dtype / op */
+  int check;               /* 1: verify every result */
+  int root;
+  perf_coll_t coll;
+  perf_format_t format;
+  int threads;  /* > 0: that many ranks as threads; 0: coll_comm_init_env */
+  int list_env; /* --env: print the variables and exit */
+} perf_opts_t;
+
+/* One variant (out-of-place or in-place) of one size, over all ranks. */
+typedef struct perf_result {
+  int valid;           /* 0: the collective has no such variant (N/A) */
+  double time_us;      /* max over ranks of the mean time per iteration */
+  double algbw, busbw; /* GB/s, GB = 1e9 bytes */
+  int64_t wrong;       /* wrong elements summed over ranks; -1: not checked */
+} perf_result_t;
+
+typedef struct perf_row {
+  size_t bytes, count; /* nccl-tests' size and count columns */
+  coll_dtype_t dtype;
+  coll_op_t op;
+  perf_result_t oop, ip;
+} perf_row_t;
+
+/* The report, written by rank 0 only. */
+typedef struct perf_report {
+  const perf_opts_t *o;
+  int world;
+  int rows;
+  double busbw_sum;
+  int busbw_n;
+  int64_t wrong;
+} perf_report_t;
+
+/* args.c */
+/* Parses argv into o; returns -1 to go on, else the exit code to end with. */
+int perf_parse_args(int argc, char **argv, perf_opts_t *o);
+const char *perf_coll_name(perf_coll_t c);
+/* Whether the collective reduces (uses -o) / has a root (uses -r). */
+int perf_coll_reduces(perf_coll_t c);
+int perf_coll_rooted(perf_coll_t c);
+
+/* bench.c: one rank's whole benchmark. `fail` is called once when a call
+ * fails on this rank, to stop the other ranks (may be NULL). Returns 0 on
+ * success, PERF_EXIT_FAILED if a result was wrong or a call failed. */
+typedef struct perf_rank {
+  const perf_opts_t *o;
+  coll_comm_t *comm;
+  int rank, world;
+  const char *mode; /* "threads" or "processes", for the header */
+  void (*fail)(void *ctx);
+  void *fail_ctx;
+} perf_rank_t;
+int perf_bench(const perf_rank_t *pr);
+
+/* check.c: inputs that are exact in every dtype, and their verification.
+ * Element i of rank r's input is a small integer of (r, i). */
+void perf_fill(const perf_opts_t *o, int world, int rank, void *buf,
+               size_t count);
+/* Fills buf so that a value the collective did not write is caught. */
+void perf_poison(coll_dtype_t dt, void *buf, size_t count);
+/* Wrong elements in buf[0..count) against the reduction over all ranks of
+ * their inputs at indices first..first+count-1. */
+int64_t perf_check_reduced(const perf_opts_t *o, int world, const void *buf,
+                           size_t first, size_t count);
+/* Wrong elements in buf[0..count) against rank `src`'s input. */
+int64_t perf_check_input(const perf_opts_t *o, int world, int src,
+                         const void *buf, size_t count);
+
+/* report.c (rank 0) */
+void perf_report_begin(perf_report_t *r, const perf_opts_t *o, int world,
+                       const char *mode, const char *backend);
+void perf_report_row(perf_report_t *r, const perf_row_t *row);
+/* failed: a call failed, so the table may be incomplete. */
+void perf_report_end(perf_report_t *r, int failed);
+
+/* env_list.c */
+void perf_print_env(void);
+
+#endif

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* spawn.c: starting, signalling and reaping rank processes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coll_run.h"
+
+int run_pick_port(void) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof a;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  if (fd < 0) {
+    run_msg("cannot pick a free port: socket: %s", strerror(errno));
+    return 0;
+  }
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = 0;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+    run_msg("cannot pick a free port: %s", strerror(errno));
+  else
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static void set_env_int(const char *name, int v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", v);
+  setenv(name, buf, 1);
+}
+
+/* In the child, between fork and exec. coll-run is single-threaded, so
+ * setenv and stdio are safe here. Never returns. */
+static void child_exec(const run_opts_t *o, int port, int rank, int out_w,
+                       int err_w, pid_t parent, const sigset_t *mask) {
+  static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+  size_t i;
+  int null_fd;
+  /* Its own process group: a Ctrl-C in the terminal reaches coll-run only,
+   * and stopping a rank also stops whatever it started. */
+  setpgid(0, 0);
+  /* Die with coll-run, even if coll-run is killed with SIGKILL. The check
+   * after it closes the window where coll-run died before the prctl. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(RUN_EXIT_NOEXEC);
+  for (i = 0; i < sizeof handled / sizeof handled[0]; i++)
+    signal(handled[i], SIG_DFL); /* ignored signals survive exec */
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0 && null_fd != STDIN_FILENO) {
+    dup2(null_fd, STDIN_FILENO);
+    close(null_fd);
+  }
+  if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0)
+    _exit(RUN_EXIT_NOEXEC);
+  set_env_int("RANK", rank);
+  set_env_int("WORLD_SIZE", o->nranks);
+  set_env_int("LOCAL_RANK", rank);
+  set_env_int("LOCAL_WORLD_SIZE", o->nranks);
+  setenv("MASTER_ADDR", o->master_addr, 1);
+  set_env_int("MASTER_PORT", port);
+  execvp(o->argv[0], o->argv);
+  dprintf(STDERR_FILENO, "coll-run: cannot execute '%s': %s\n", o->argv[0],
+          strerror(errno));
+  _exit(RUN_EXIT_NOEXEC);
+}
+
+static void close_pair(int p[2]) {
+  if (p[0] >= 0) close(p[0]);
+  if (p[1] >= 0) close(p[1]);
+  p[0] = p[1] = -1;
+}
+
+int run_spawn(const run_opts_t *o, int port, int rank, run_rank_t *r) {
+  int out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
+  sigset_t all, old;
+  pid_t parent = getpid(), pid;
+  if (pipe2(out_p, O_CLOEXEC) != 0 || pipe2(err_p, O_CLOEXEC) != 0) {
+    run_msg("rank %d: cannot create its output pipes: %s", rank,
+            strerror(errno));
+    goto fail;
+  }
+  /* No signal handler may run in the child before exec: it would write
+   * into coll-run's signal pipe. */
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old);
+  pid = fork();
+  if (pid == 0) child_exec(o, port, rank, out_p[1], err_p[1], parent, &old);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (pid < 0) {
+    run_msg("rank %d: fork failed: %s", rank, strerror(errno));
+    goto fail;
+  }
+  setpgid(pid, pid); /* also here, so no signal can miss the new group */
+  close(out_p[1]);
+  close(err_p[1]);
+  r->pid = pid;
+  r->exited = 0;
+  r->code = r->sig = 0;
+  if (run_stream_init(&r->out, rank, STDOUT_FILENO, out_p[0]) != 0 ||
+      run_stream_init(&r->err, rank, STDERR_FILENO, err_p[0]) != 0) {
+    run_msg("rank %d: out of memory", rank);
+    return -1; /* the rank is started; the caller stops it */
+  }
+  return 0;
+fail:
+  close_pair(out_p);
+  close_pair(err_p);
+  return -1;
+}
+
+void run_signal(const run_rank_t *r, int sig) {
+  if (r->pid > 0) kill(-r->pid, sig);
+}
+
+int run_check_exit(run_rank_t *r) {
+  siginfo_t si;
+  if (r->pid <= 0 || r->exited) return 0;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      si.si_pid == 0)
+    return 0;
+  r->exited = 1;
+  r->sig = si.si_code == CLD_EXITED ? 0 : si.si_status;
+  r->code = r->sig == 0 ? si.si_status : 128 + r->sig;
+  return 1;
+}
+
+void run_reap(run_rank_t *r) {
+  if (r->pid <= 0) return;
+  while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  r->pid = 0;
+}
