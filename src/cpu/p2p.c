@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "cpu/cpu.h"
 #include "cpu/req.h"
+#include "cpu/staging.h"
 
 typedef struct p2p_req {
   coll_request_t hdr;
@@ -14,6 +15,7 @@ typedef struct p2p_req {
   coll_treq_t treq;
   coll_work_t work;
   int64_t deadline_ms;
+  int staged; /* device memory: run whole, through staging, in wait */
   int done;
   coll_status_t status;
   char msg[COLL_ERRMSG_MAX];
@@ -67,6 +69,30 @@ static coll_status_t finish(p2p_req_t *r, int64_t deadline_ms) {
   return s;
 }
 
+/* A host send or receive run to completion: the staged (device memory)
+ * path calls it per host piece. */
+static coll_status_t host_p2p(void *arg, const coll_work_t *w) {
+  coll_cpu_t *cpu = arg;
+  size_t bytes = w->count * coll_dtype_size(w->dtype);
+  int64_t deadline = coll__deadline(cpu->comm->timeout_ms);
+  if (w->kind == COLL_WORK_SEND)
+    return coll__t_send(cpu->t, w->root, w->tag, w->send, bytes, deadline);
+  {
+    coll_treq_t r;
+    size_t len = 0;
+    coll_status_t s;
+    COLL_CHECK(coll__t_irecv(cpu->t, w->root, w->tag, w->recv, bytes, &r));
+    s = coll__t_wait(cpu->t, r, deadline, &len);
+    if (s == COLL_ERR_TIMEOUT) {
+      coll__t_abort(cpu->t);
+      (void)coll__t_wait(cpu->t, r, -1, NULL);
+    }
+    if (s == COLL_OK && w->received != NULL)
+      *w->received = len / coll_dtype_size(w->dtype);
+    return s;
+  }
+}
+
 coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
                                    int blocking, coll_request_t **req) {
   p2p_req_t *r;
@@ -83,14 +109,20 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
   r->work = *w;
   r->work.bufs = NULL;
   r->deadline_ms = coll__deadline(cpu->comm->timeout_ms);
-  if (w->kind == COLL_WORK_SEND)
-    s = coll__t_isend(cpu->t, w->root, w->tag, w->send, bytes, &r->treq);
-  else
-    s = coll__t_irecv(cpu->t, w->root, w->tag, w->recv, bytes, &r->treq);
-  if (s != COLL_OK) {
-    coll__err_prefix(what);
-    free(r);
-    return s;
+  if (coll__work_on_device(w)) {
+    /* Device memory goes through pinned host staging, which blocks: it runs
+     * in coll_wait, outside the issue guard (abort must never wait on it). */
+    r->staged = 1;
+  } else {
+    if (w->kind == COLL_WORK_SEND)
+      s = coll__t_isend(cpu->t, w->root, w->tag, w->send, bytes, &r->treq);
+    else
+      s = coll__t_irecv(cpu->t, w->root, w->tag, w->recv, bytes, &r->treq);
+    if (s != COLL_OK) {
+      coll__err_prefix(what);
+      free(r);
+      return s;
+    }
   }
   uv_mutex_lock(&cpu->mu);
   r->next = (p2p_req_t *)cpu->p2p;
@@ -104,6 +136,16 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
 static coll_status_t p2p_wait(coll_request_t *hdr) {
   p2p_req_t *r = (p2p_req_t *)hdr;
   coll_status_t s;
+  if (r->staged && !r->done) {
+    s = coll__staged_run(r->cpu, &r->work, host_p2p);
+    unlink_req(r->cpu, r);
+    if (s != COLL_OK) {
+      coll__err_prefix(coll__work_name(r->work.kind));
+      if (s != COLL_ERR_LENGTH_MISMATCH) coll__cpu_set_broken(r->cpu, s);
+    }
+    free(r);
+    return s;
+  }
   if (r->done) {
     s = r->status;
     if (s != COLL_OK) coll__err_restore(r->msg);
@@ -120,6 +162,10 @@ static coll_status_t p2p_test(coll_request_t *hdr, int *done) {
   p2p_req_t *r = (p2p_req_t *)hdr;
   size_t len = 0;
   coll_status_t s;
+  if (r->staged && !r->done) { /* runs in coll_wait */
+    *done = 0;
+    return COLL_OK;
+  }
   if (r->done) {
     *done = 1;
     return COLL_OK;
@@ -154,7 +200,7 @@ void coll__cpu_p2p_reap_all(coll_cpu_t *cpu) {
   uv_mutex_unlock(&cpu->mu);
   while (r != NULL) {
     p2p_req_t *next = r->next;
-    (void)coll__t_wait(cpu->t, r->treq, -1, NULL);
+    if (!r->staged) (void)coll__t_wait(cpu->t, r->treq, -1, NULL);
     r->status = COLL_ERR_ABORTED;
     snprintf(r->msg, sizeof r->msg, "%s: the comm was destroyed first",
              coll__work_name(r->work.kind));
