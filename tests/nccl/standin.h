@@ -49,6 +49,7 @@ typedef struct standin_stats {
   int ops_live;        /* created and not destroyed */
   int host_allocs_live;
   int events_live;
+  int copies;          /* cudaMemcpyAsync calls posted */
 } standin_stats_t;
 
 void standin_stats(standin_stats_t *out);

@@ -264,6 +264,7 @@ static cudaError_t memcpy_async(void *dst, const void *src, size_t bytes,
     op->src = src;
     op->bytes = bytes;
     si_post(s, op);
+    si.st.copies++;
   }
   uv_mutex_unlock(&si.mu);
   return e;

@@ -74,8 +74,9 @@ struct st_arg {
   float *host_small[W];
   float *ag_send[W], *ag_recv[W], *rs_send[W], *rs_recv[W];
   float *rd_recv[W];
-  coll_status_t s[W][7];
-  int bad[W][7];
+  float *p2p_in[W];
+  coll_status_t s[W][8];
+  int bad[W][8];
 };
 
 /* Rank r's element k of the big buffer: r + (k % 1000) / 4 (exact in f32). */
@@ -128,6 +129,31 @@ static void staging_rank(int rank, int world, void *p) {
   for (k = 0; k < 100; k++)
     bad[5] |= x->rd_recv[rank][k] != (rank == 2 ? 6.0f : -1.0f);
   s[6] = coll_barrier(c);
+  /* Point-to-point around the ring with device buffers on both ends; even
+   * ranks send first, odd ranks receive first, so the blocking calls meet. */
+  {
+    size_t got = 0;
+    int to = (rank + 1) % world, from = (rank + world - 1) % world;
+    coll_status_t a, b;
+    standin_stats_t before, after;
+    for (k = 0; k < PER; k++) x->ag_send[rank][k] = (float)(rank * 100 + k % 5);
+    coll_barrier(c); /* every rank's copies so far are done */
+    standin_stats(&before);
+    if (rank % 2 == 0) {
+      a = coll_send(c, x->ag_send[rank], PER, COLL_F32, to, 9);
+      b = coll_recv(c, x->p2p_in[rank], PER, COLL_F32, from, 9, &got);
+    } else {
+      b = coll_recv(c, x->p2p_in[rank], PER, COLL_F32, from, 9, &got);
+      a = coll_send(c, x->ag_send[rank], PER, COLL_F32, to, 9);
+    }
+    s[7] = a != COLL_OK ? a : b;
+    standin_stats(&after);
+    /* The device buffers went through staging copies, not to the wire. */
+    bad[7] |= after.copies <= before.copies;
+    bad[7] |= got != PER;
+    for (k = 0; k < PER; k++)
+      bad[7] |= x->p2p_in[rank][k] != (float)(from * 100 + k % 5);
+  }
 }
 
 static void run_staging(void) {
@@ -149,10 +175,11 @@ static void run_staging(void) {
     x.ag_recv[r] = standin_dev_alloc(d, W * PER * sizeof(float));
     x.rs_send[r] = standin_dev_alloc(d, W * PER * sizeof(float));
     x.rs_recv[r] = standin_dev_alloc(d, PER * sizeof(float));
+    x.p2p_in[r] = standin_dev_alloc(d, PER * sizeof(float));
   }
   test_run_ranks(W, staging_rank, &x, 60000, "staged collectives");
   for (r = 0; r < W; r++)
-    for (j = 0; j < 7; j++) {
+    for (j = 0; j < 8; j++) {
       if (x.s[r][j] != COLL_OK)
         fail_msg("rank %d step %d: status %d", r, j, x.s[r][j]);
       if (x.bad[r][j]) fail_msg("rank %d step %d: wrong result", r, j);
@@ -168,6 +195,7 @@ static void run_staging(void) {
     standin_dev_free(x.ag_recv[r]);
     standin_dev_free(x.rs_send[r]);
     standin_dev_free(x.rs_recv[r]);
+    standin_dev_free(x.p2p_in[r]);
   }
   standin_stats(&st);
   assert_int_equal(st.comms_live, 0); /* no NCCL comm was ever made */
