@@ -84,8 +84,7 @@ static coll_status_t req_new(coll_cpu_t *cpu, const coll_work_t *w,
 coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
                                int blocking, coll_request_t **req) {
   coll_cpu_t *cpu = c->be;
-  cpu_req_t *r;
-  coll_status_t s;
+  cpu_req_t *r = NULL;
   if (w->kind == COLL_WORK_SEND || w->kind == COLL_WORK_RECV)
     return coll__cpu_p2p_submit(cpu, w, blocking, req);
   COLL_CHECK(req_new(cpu, w, &r));
@@ -115,8 +114,7 @@ coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
   uv_cond_broadcast(&cpu->cv);
   uv_mutex_unlock(&cpu->mu);
   *req = &r->hdr;
-  s = COLL_OK;
-  return s;
+  return COLL_OK;
 }
 
 static coll_status_t req_wait(coll_request_t *hdr) {
