@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo_util.h: request bookkeeping and failure handling shared by the
+ * algorithm files. The first failure wins; every request an algorithm posted
+ * is reaped before it returns, after aborting the transport if one could
+ * still be pending. One thread per run. */
+#ifndef COLL_ALGO_ALGO_UTIL_H
+#define COLL_ALGO_ALGO_UTIL_H
+
+#include <stddef.h>
+
+#include "algo/algo.h"
+#include "core/error.h"
+#include "reduce/reduce.h"
+
+/* Tag phases (the low 11 bits of COLL_ALGO_TAG): one per message stream, so
+ * streams of one collective never match each other's messages. */
+enum {
+  ALGO_PH_AGREE = 1,
+  ALGO_PH_RING = 2,
+  ALGO_PH_RD = 3,
+  ALGO_PH_BCAST = 4,
+  ALGO_PH_REDUCE = 5,
+  ALGO_PH_GATHER = 6,
+  ALGO_PH_BARRIER = 7
+};
+
+/* One posted send or receive. */
+typedef struct algo_req {
+  coll_treq_t h;
+  int peer;
+  int live;    /* posted and not yet completed */
+  int is_recv;
+} algo_req_t;
+
+/* One algorithm run: its context, its tag and its first failure. */
+typedef struct algo_run {
+  const coll_algo_ctx_t *ctx;
+  const char *what; /* "ring allreduce": how every error text begins */
+  uint32_t tag;
+  coll_status_t status;
+  char msg[COLL_ERRMSG_MAX];
+} algo_run_t;
+
+/* Starts a run: clears this thread's error text (so a transport that fails
+ * without a text is noticed) and computes the tag of `phase`. */
+void algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
+                   const char *what, uint32_t phase);
+
+/* Records failure s as "<what>: <fmt...>: <this thread's current text>"
+ * unless an earlier one was recorded, and aborts the transport on the first
+ * one: the streams are out of step, pending requests must fail at once, and
+ * peers waiting on this rank learn of it now rather than at their deadline.
+ * Returns the run's first status. */
+coll_status_t algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+
+/* Posts a send / receive into q. On failure nothing is pending for q and
+ * the failure is recorded. */
+coll_status_t algo_isend(algo_run_t *run, algo_req_t *q, int peer,
+                         const void *buf, size_t len);
+coll_status_t algo_irecv(algo_run_t *run, algo_req_t *q, int peer, void *buf,
+                         size_t cap);
+
+/* Completes q before the run's deadline; a receive must deliver exactly
+ * `len` bytes. On COLL_ERR_TIMEOUT q stays live (algo_cancel reaps it). */
+coll_status_t algo_wait(algo_run_t *run, algo_req_t *q, size_t len);
+
+/* After a failure (the transport is aborted): waits each live request of
+ * reqs[0..n), which fails at once. */
+void algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n);
+
+/* Ends a run: puts the first failure's text back (waits while cancelling
+ * may have overwritten it) and returns the run's status. */
+coll_status_t algo_done(algo_run_t *run);
+
+/* Moves `bytes` at buf in segments of `seg` bytes: receives each segment
+ * from `from` (if >= 0) into buf and sends it to `to` (if >= 0) once it is
+ * there. On failure its own requests are already reaped. Used by the
+ * pipelined chain broadcast and the reduce's gather. */
+coll_status_t algo_stream(algo_run_t *run, int from, int to, char *buf,
+                          size_t bytes, size_t seg);
+
+/* A reduction kernel for (dt, op), or NULL with the failure recorded. */
+coll_reduce_fn_t algo_kernel(const char *what, coll_dtype_t dt, coll_op_t op);
+
+#endif
