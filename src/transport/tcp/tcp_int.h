@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tcp_int.h: the TCP transport's internal objects (transport, connection,
+ * request, early message) and the calls between its files.
+ *
+ * Threads. The caller's thread posts and waits, and while it waits it
+ * drives the connection of the request it waits for itself: it reads or
+ * writes that socket and sleeps in poll() on it, so a small message costs
+ * one wakeup, as with a plain blocking socket. One libuv loop thread per
+ * transport is the backstop: it always watches every connection for the
+ * peer closing (so a lost peer fails everything at once, whoever waits),
+ * and it moves the other pending work (sends queued to, receives posted
+ * on, connections the caller is not waiting on) in the background. Abort
+ * may come from any thread.
+ *
+ * Locks. Each connection has a receive lock (rmu: matching lists and the
+ * receive state machine) and a send lock (smu: the send queue and the
+ * write state). Bytes move into or out of a caller's buffer only under the
+ * lock of that direction. No thread ever holds two of these locks. */
+#ifndef COLL_TRANSPORT_TCP_INT_H
+#define COLL_TRANSPORT_TCP_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "coll.h"
+#include "transport/tcp/tcp.h"
+#include "transport/tcp/wire.h"
+
+/* Knobs the public options do not carry; tests and benchmarks set them. */
+typedef struct coll_tcp_xopts {
+  size_t frame_cap;      /* longest frame payload sent or accepted */
+  int64_t hs_timeout_ms; /* per accepted connection's handshake */
+  int sock_buf;          /* SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning */
+  int64_t spin_ns;       /* wait() retries without sleeping this long */
+} coll_tcp_xopts_t;
+
+#define COLL_TCP_FRAME_CAP_DEFAULT ((size_t)1 << 30)
+#define COLL_TCP_HS_TIMEOUT_DEFAULT 5000
+#define COLL_TCP_SOCK_BUF_DEFAULT (4 << 20)
+#define COLL_TCP_SPIN_NS_DEFAULT 0
+
+void coll__tcp_xopts_default(coll_tcp_xopts_t *x);
+
+/* coll__tcp_transport_create with the extra knobs. One thread. */
+coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
+                                           const coll_tcp_rdv_t *rdv,
+                                           const coll_tcp_xopts_t *x,
+                                           coll_transport_t **out);
+
+/* Listens, publishes, and connects the full mesh: on success fds[j] is the
+ * established socket to rank j (fds[rank] = -1). One thread. */
+coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
+                                     const coll_tcp_rdv_t *rdv,
+                                     const coll_tcp_xopts_t *x, int *fds);
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct tcp_transport tcp_transport_t;
+typedef struct tcp_conn tcp_conn_t;
+
+/* A request's direction; also the index of its connection's counter. */
+enum { TCP_REQ_RECV = 0, TCP_REQ_SEND = 1 };
+
+/* One posted send or receive. Owned by the caller between isend/irecv and
+ * wait; sits in at most one list of its connection while pending. */
+typedef struct tcp_req {
+  struct tcp_req *next;
+  tcp_conn_t *conn;
+  int kind;
+  uint32_t tag;
+  char *buf;  /* send: payload (never written); recv: destination */
+  size_t len; /* send: payload bytes; recv: capacity */
+  size_t got; /* recv: the length the sender sent */
+  /* send progress: the frame being written */
+  size_t fstart, flen, poff;
+  unsigned hoff;
+  uint8_t hdr[COLL_TCP_FRAME_BYTES];
+  int counted; /* counted in its connection's npend (under its lock) */
+  /* completion: status and errtext are written before done (release) */
+  coll_status_t status;
+  const char *errtext; /* sticky text of the failure; stable until destroy */
+  atomic_int done;
+} tcp_req_t;
+
+/* A message that arrived before its receive was posted (or is arriving). */
+typedef struct tcp_umsg {
+  struct tcp_umsg *next;
+  uint32_t tag;
+  size_t len; /* bytes announced so far (grows with CONT frames) */
+  size_t cap; /* allocated bytes of buf */
+  char *buf;
+  int complete;
+} tcp_umsg_t;
+
+enum { RS_HDR = 0, RS_BODY, RS_CLOSED, RS_DEAD };
+
+/* A failure that sticks to a connection or the whole transport: claimed
+ * once, then the text is written, then the status published (release). */
+typedef struct tcp_fail {
+  atomic_int claimed;
+  atomic_int status; /* coll_status_t, 0 while none */
+  char text[256];
+} tcp_fail_t;
+
+struct tcp_conn {
+  tcp_transport_t *t;
+  int peer;
+  int fd; /* -1 for the loopback connection to self */
+
+  /* loop thread only */
+  uv_poll_t poll;
+  int poll_init, poll_events;
+
+  /* Pending requests per direction (posted receives, queued sends): what
+   * the loop thread may have to move when the caller is elsewhere. Changed
+   * under the direction's lock, read anywhere. */
+  atomic_int npend[2];
+
+  tcp_fail_t fail; /* this peer only: PROTOCOL, or PEER_LOST after goodbye */
+
+  /* receive side, under rmu */
+  uv_mutex_t rmu;
+  tcp_req_t *posted, *posted_tail;
+  tcp_umsg_t *unexp, *unexp_tail;
+  tcp_umsg_t *ufree; /* spare early-message buffers */
+  int nfree;
+  size_t unexp_bytes; /* announced bytes of the early messages kept */
+  /* Reading stopped at the header of an early message too big to keep:
+   * its bytes wait in the kernel (TCP flow control holds the sender back)
+   * until a receive is posted. */
+  int rpaused;
+  int rstate;
+  uint8_t *rbuf; /* staging: headers and small payloads */
+  size_t rpos, rend;
+  int in_msg;         /* a message is being read (more frames may follow) */
+  uint32_t cur_tag;
+  int cur_more;       /* the frame being read is not the message's last */
+  size_t cur_left;    /* payload bytes of the frame still to read */
+  size_t cur_off;     /* payload bytes of the message delivered so far */
+  size_t cur_total;   /* message bytes announced so far */
+  tcp_req_t *cur_req; /* the matched receive, or NULL */
+  tcp_umsg_t *cur_umsg;
+  int cur_discard; /* too long for cur_req: drain, then LENGTH_MISMATCH */
+
+  /* send side, under smu */
+  uv_mutex_t smu;
+  tcp_req_t *sq, *sq_tail;
+};
+
+struct tcp_transport {
+  int rank, world;
+  coll_tcp_xopts_t x;
+  tcp_conn_t *conns; /* world of them; conns[rank] is the loopback */
+  tcp_fail_t fail;   /* whole transport: a peer lost (abort has its own flag) */
+  atomic_int aborted;
+  atomic_int stopping; /* the loop thread is asked to end */
+  atomic_int closing;  /* destroy began: peers leaving is expected */
+
+  /* The caller's wait: which connection and direction it drives itself
+   * (the loop thread keeps off it), and whether it sleeps in poll() (then
+   * a completion by another thread writes wake_fd). */
+  atomic_int npend_all; /* sum of every connection's npend */
+  atomic_int wait_peer; /* -1 when the caller is not waiting */
+  atomic_int wait_dir;
+  atomic_int poller;
+  int wake_fd; /* eventfd */
+
+  /* free requests, caller's thread only */
+  tcp_req_t *req_free;
+  int nreq_free;
+
+  uv_loop_t loop;
+  uv_async_t async;
+  uv_thread_t thread;
+  int loop_init, async_init, thread_started;
+};
+
+/* 1 once nothing may move on c any more: the transport was aborted or
+ * failed, or this peer failed. Any thread. */
+static inline int coll__tcp_conn_stopped(const tcp_conn_t *c) {
+  return atomic_load(&c->t->aborted) ||
+         atomic_load(&c->t->fail.status) != 0 ||
+         atomic_load(&c->fail.status) != 0;
+}
+
+/* Events a progress call reports after dropping its lock. */
+typedef enum tcp_ev {
+  TCP_EV_NONE = 0,
+  TCP_EV_LOST,    /* closed or reset without goodbye: the transport fails */
+  TCP_EV_PROTO,   /* malformed frame: this peer fails */
+  TCP_EV_NOMEM,   /* no memory for an early message: this peer fails */
+  TCP_EV_GOODBYE, /* the peer closed cleanly: its pending work fails */
+  TCP_EV_PAUSE,   /* tcp_rx.c only: a header is held back */
+} tcp_ev_t;
+
+#define TCP_WHY_MAX 200
+
+/* tcp_rx.c: receive side (rmu held by the caller of each). With force,
+ * reads to the end even past the early-message budget (the peer is
+ * closing, so what it still sends is bounded). */
+tcp_ev_t coll__tcp_rx_progress(tcp_conn_t *c, int force, char *why);
+/* Matches r against the early messages: returns 1 if one was found (r is
+ * complete, or now receives the message still arriving), else 0. */
+int coll__tcp_rx_match(tcp_conn_t *c, tcp_req_t *r);
+/* Appends r to the posted receives. */
+void coll__tcp_rx_append(tcp_conn_t *c, tcp_req_t *r);
+/* A send to self: delivered into a posted receive or kept as early. */
+coll_status_t coll__tcp_rx_loopback(tcp_conn_t *c, uint32_t tag,
+                                    const void *buf, size_t len);
+/* Fails every posted receive (and the one being filled). */
+void coll__tcp_rx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text);
+void coll__tcp_rx_free(tcp_conn_t *c); /* destroy: early messages, staging */
+
+/* tcp_tx.c: send side (smu held by the caller of each). */
+void coll__tcp_tx_prepare(tcp_transport_t *t, tcp_req_t *r);
+tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why);
+void coll__tcp_tx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text);
+/* destroy: writes the goodbye frame within timeout_ms; 0 when written. */
+int coll__tcp_tx_goodbye(tcp_conn_t *c, int64_t timeout_ms);
+
+/* tcp_loop.c: the loop thread. */
+coll_status_t coll__tcp_loop_start(tcp_transport_t *t);
+/* Has the loop thread re-judge what it watches. Any thread. */
+void coll__tcp_loop_kick(tcp_transport_t *t);
+void coll__tcp_loop_stop(tcp_transport_t *t); /* joins the thread */
+
+/* tcp_ops.c: the vtable's data slots (see coll_transport_ops_t). */
+coll_status_t coll__tcp_isend(void *ctx, int peer, uint32_t tag,
+                              const void *buf, size_t len, void **req);
+coll_status_t coll__tcp_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                              size_t cap, void **req);
+coll_status_t coll__tcp_wait(void *ctx, void *req, int64_t timeout_ms,
+                             size_t *len);
+void coll__tcp_req_cache_free(tcp_transport_t *t);
+
+/* tcp_fail.c: failure propagation. Call with no connection lock held. */
+void coll__tcp_fail_transport(tcp_transport_t *t, coll_status_t s,
+                              const char *text);
+void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s, const char *text);
+/* Acts on an event from a progress call (no lock held). */
+void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why);
+/* Counts r as pending on its connection (its direction's lock held). */
+void coll__tcp_req_count(tcp_req_t *r);
+/* Marks r complete (its direction's lock held) and wakes a sleeping
+ * waiter. */
+void coll__tcp_req_complete(tcp_req_t *r, coll_status_t s, const char *text);
+/* The status stuck to t or c (0 if none); *text is its sentence. */
+coll_status_t coll__tcp_fail_get(const tcp_fail_t *f, const char **text);
+
+#endif

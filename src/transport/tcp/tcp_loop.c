@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tcp_loop.c: the loop thread: one uv_poll_t per connection watches for
+ * the peer closing, and for reads and writes of the pending work the
+ * caller's thread is not driving; callers hand it work through their
+ * queues plus uv_async_send. */
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/tcp/tcp_int.h"
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* The direction of c the caller is driving itself, or -1. */
+static int caller_owns(const tcp_conn_t *c) {
+  if (atomic_load(&c->t->wait_peer) != c->peer) return -1;
+  return atomic_load(&c->t->wait_dir);
+}
+
+/* Reads and/or writes what the socket allows, then watches what is still
+ * wanted: the peer closing, always (it forces a read to the end); reads
+ * and writes only for pending work the caller is not driving. Loop thread
+ * only. */
+static void service(tcp_conn_t *c, int readable, int writable, int force) {
+  char why[TCP_WHY_MAX];
+  tcp_ev_t ev = TCP_EV_NONE;
+  int want = 0, own = caller_owns(c);
+  uv_mutex_lock(&c->rmu);
+  if (readable || force) ev = coll__tcp_rx_progress(c, force, why);
+  if (c->rstate < RS_CLOSED) {
+    want |= UV_DISCONNECT;
+    if (!c->rpaused && atomic_load(&c->npend[TCP_REQ_RECV]) > 0 &&
+        own != TCP_REQ_RECV)
+      want |= UV_READABLE;
+  }
+  uv_mutex_unlock(&c->rmu);
+  coll__tcp_handle_ev(c, ev, why);
+  ev = TCP_EV_NONE;
+  uv_mutex_lock(&c->smu);
+  if (writable && c->sq != NULL) ev = coll__tcp_tx_progress(c, why);
+  if (c->sq != NULL && own != TCP_REQ_SEND) want |= UV_WRITABLE;
+  uv_mutex_unlock(&c->smu);
+  coll__tcp_handle_ev(c, ev, why);
+  if (coll__tcp_conn_stopped(c)) want = 0;
+  if (want == c->poll_events) return;
+  c->poll_events = want;
+  if (want == 0)
+    uv_poll_stop(&c->poll);
+  else
+    uv_poll_start(&c->poll, want, on_poll);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  tcp_conn_t *c = h->data;
+  if (status < 0) {
+    /* libuv reports POLLERR (a reset, say) as an error and stops the
+     * handle. Bytes that came before the reset, a goodbye perhaps, are
+     * still readable: read them, and the socket's own error after them. */
+    c->poll_events = 0;
+    service(c, 1, 1, 1);
+    return;
+  }
+  service(c, (events & UV_READABLE) != 0, (events & UV_WRITABLE) != 0,
+          (events & UV_DISCONNECT) != 0);
+}
+
+/* A kick: the caller left work it does not drive (or stopped driving
+ * some), or a failure or abort needs every watch re-judged. */
+static void on_async(uv_async_t *a) {
+  tcp_transport_t *t = a->data;
+  int i;
+  if (atomic_load(&t->stopping)) {
+    for (i = 0; i < t->world; i++)
+      if (t->conns[i].poll_init) uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
+    uv_close((uv_handle_t *)&t->async, NULL);
+    return;
+  }
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    int rd, wr, own;
+    if (!c->poll_init) continue;
+    own = caller_owns(c);
+    rd = atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && own != TCP_REQ_RECV;
+    wr = atomic_load(&c->npend[TCP_REQ_SEND]) > 0 && own != TCP_REQ_SEND;
+    if (rd || wr || (c->poll_events & (UV_READABLE | UV_WRITABLE)) ||
+        (c->poll_events != 0 && coll__tcp_conn_stopped(c)))
+      service(c, rd, wr, 0);
+  }
+}
+
+static void loop_main(void *arg) {
+  tcp_transport_t *t = arg;
+  coll__log_set_rank(t->rank);
+  uv_run(&t->loop, UV_RUN_DEFAULT);
+}
+
+coll_status_t coll__tcp_loop_start(tcp_transport_t *t) {
+  int rc, i;
+  rc = uv_loop_init(&t->loop);
+  if (rc != 0) goto fail;
+  t->loop_init = 1;
+  rc = uv_async_init(&t->loop, &t->async, on_async);
+  if (rc != 0) goto fail;
+  t->async.data = t;
+  t->async_init = 1;
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    if (c->fd < 0) continue;
+    rc = uv_poll_init_socket(&t->loop, &c->poll, c->fd);
+    if (rc != 0) goto fail;
+    c->poll.data = c;
+    c->poll_init = 1;
+    c->poll_events = UV_DISCONNECT;
+    rc = uv_poll_start(&c->poll, UV_DISCONNECT, on_poll);
+    if (rc != 0) goto fail;
+  }
+  rc = uv_thread_create(&t->thread, loop_main, t);
+  if (rc != 0) goto fail;
+  t->thread_started = 1;
+  return COLL_OK;
+fail:
+  return coll__err(COLL_ERR_SYSTEM, "tcp: starting the loop thread: %s",
+                   uv_strerror(rc));
+}
+
+void coll__tcp_loop_kick(tcp_transport_t *t) {
+  if (t->async_init) uv_async_send(&t->async);
+}
+
+void coll__tcp_loop_stop(tcp_transport_t *t) {
+  int i;
+  if (t->thread_started) {
+    atomic_store(&t->stopping, 1);
+    uv_async_send(&t->async);
+    uv_thread_join(&t->thread);
+    t->thread_started = 0;
+  } else if (t->loop_init) {
+    /* Never ran: close what was opened and let the loop settle. */
+    for (i = 0; i < t->world; i++)
+      if (t->conns[i].poll_init) uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
+    if (t->async_init) uv_close((uv_handle_t *)&t->async, NULL);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+  }
+  if (t->loop_init) uv_loop_close(&t->loop);
+  t->loop_init = 0;
+  t->async_init = 0;
+}

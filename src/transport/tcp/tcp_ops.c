@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tcp_ops.c: isend, irecv and wait. A send with nothing queued ahead is
+ * written at once by the caller's thread; wait drives the request's own
+ * connection from the caller's thread and sleeps in poll() on it, because
+ * a handoff between threads costs more than a small message. */
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "transport/tcp/tcp_int.h"
+
+#define REQ_CACHE_MAX 64
+
+static const char *const aborted_text = "tcp: transport aborted";
+
+/* Requests are recycled: no malloc per message. Caller's thread only. */
+static tcp_req_t *req_alloc(tcp_transport_t *t) {
+  tcp_req_t *r = t->req_free;
+  if (r != NULL) {
+    t->req_free = r->next;
+    t->nreq_free--;
+  } else if ((r = malloc(sizeof *r)) == NULL) {
+    return NULL;
+  }
+  r->next = NULL;
+  r->got = 0;
+  r->status = COLL_OK;
+  r->errtext = NULL;
+  atomic_init(&r->done, 0);
+  return r;
+}
+
+static void req_release(tcp_transport_t *t, tcp_req_t *r) {
+  if (t->nreq_free >= REQ_CACHE_MAX) {
+    free(r);
+    return;
+  }
+  r->next = t->req_free;
+  t->req_free = r;
+  t->nreq_free++;
+}
+
+void coll__tcp_req_cache_free(tcp_transport_t *t) {
+  tcp_req_t *r;
+  while ((r = t->req_free) != NULL) {
+    t->req_free = r->next;
+    free(r);
+  }
+  t->nreq_free = 0;
+}
+
+/* The failure that refuses new work on c, if any (abort first). */
+static coll_status_t refused(tcp_transport_t *t, tcp_conn_t *c) {
+  const char *text = NULL;
+  coll_status_t s;
+  if (atomic_load(&t->aborted))
+    return coll_set_last_error(COLL_ERR_ABORTED, "%s", aborted_text);
+  if ((s = coll__tcp_fail_get(&t->fail, &text)) != COLL_OK ||
+      (c != NULL && (s = coll__tcp_fail_get(&c->fail, &text)) != COLL_OK))
+    return coll_set_last_error(s, "%s", text);
+  return COLL_OK;
+}
+
+static coll_status_t check_args(tcp_transport_t *t, int peer, const void *buf,
+                                size_t len, void **req, const char *what) {
+  if (req == NULL)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG, "tcp: %s: req is NULL",
+                               what);
+  *req = NULL;
+  if (peer < 0 || peer >= t->world)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG,
+                               "tcp: %s: peer %d out of range for world %d",
+                               what, peer, t->world);
+  if (buf == NULL && len > 0)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG,
+                               "tcp: %s: NULL buffer of %zu bytes", what, len);
+  return COLL_OK;
+}
+
+static void req_init(tcp_req_t *r, tcp_conn_t *c, int kind, uint32_t tag,
+                     const void *buf, size_t len) {
+  r->conn = c;
+  r->kind = kind;
+  r->tag = tag;
+  r->buf = (char *)buf; /* sends only read it */
+  r->len = len;
+}
+
+coll_status_t coll__tcp_isend(void *ctx, int peer, uint32_t tag,
+                              const void *buf, size_t len, void **req) {
+  tcp_transport_t *t = ctx;
+  tcp_conn_t *c;
+  tcp_req_t *r;
+  tcp_ev_t ev = TCP_EV_NONE;
+  coll_status_t s;
+  char why[TCP_WHY_MAX];
+  COLL_CHECK(check_args(t, peer, buf, len, req, "isend"));
+  c = &t->conns[peer];
+  COLL_CHECK(refused(t, c));
+  if ((r = req_alloc(t)) == NULL)
+    return coll_set_last_error(COLL_ERR_NO_MEMORY, "tcp: isend: out of memory");
+  req_init(r, c, TCP_REQ_SEND, tag, buf, len);
+  if (peer == t->rank) {
+    uv_mutex_lock(&c->rmu);
+    s = refused(t, NULL);
+    if (s == COLL_OK) s = coll__tcp_rx_loopback(c, tag, buf, len);
+    uv_mutex_unlock(&c->rmu);
+    if (s != COLL_OK) goto refuse;
+    atomic_store(&r->done, 1);
+    *req = r;
+    return COLL_OK;
+  }
+  coll__tcp_tx_prepare(t, r);
+  uv_mutex_lock(&c->smu);
+  /* Checked again under the lock: a failure published before it will not
+   * visit this queue again. */
+  if ((s = refused(t, c)) != COLL_OK) {
+    uv_mutex_unlock(&c->smu);
+    goto refuse;
+  }
+  r->next = NULL;
+  if (c->sq_tail != NULL)
+    c->sq_tail->next = r;
+  else
+    c->sq = r;
+  c->sq_tail = r;
+  coll__tcp_req_count(r);
+  /* Nothing queued ahead: write now, from this thread. What the socket
+   * does not take moves when someone waits (this thread, or the loop
+   * thread if this one waits for something else). */
+  if (c->sq == r) ev = coll__tcp_tx_progress(c, why);
+  uv_mutex_unlock(&c->smu);
+  coll__tcp_handle_ev(c, ev, why);
+  *req = r;
+  return COLL_OK;
+refuse:
+  req_release(t, r);
+  return s;
+}
+
+coll_status_t coll__tcp_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                              size_t cap, void **req) {
+  tcp_transport_t *t = ctx;
+  tcp_conn_t *c;
+  tcp_req_t *r;
+  coll_status_t s = COLL_OK;
+  COLL_CHECK(check_args(t, peer, buf, cap, req, "irecv"));
+  c = &t->conns[peer];
+  if ((r = req_alloc(t)) == NULL)
+    return coll_set_last_error(COLL_ERR_NO_MEMORY, "tcp: irecv: out of memory");
+  req_init(r, c, TCP_REQ_RECV, tag, buf, cap);
+  uv_mutex_lock(&c->rmu);
+  /* A peer that left may still have messages here to match; a transport
+   * failure refuses everything. */
+  s = refused(t, NULL);
+  if (s == COLL_OK && !coll__tcp_rx_match(c, r)) {
+    s = refused(t, c);
+    if (s == COLL_OK) coll__tcp_rx_append(c, r);
+  }
+  uv_mutex_unlock(&c->rmu);
+  if (s != COLL_OK) {
+    req_release(t, r);
+    return s;
+  }
+  *req = r;
+  return COLL_OK;
+}
+
+static int req_done(tcp_req_t *r) {
+  return atomic_load_explicit(&r->done, memory_order_acquire);
+}
+
+/* Moves r's connection along in r's direction, from the caller's thread. */
+static void drive(tcp_req_t *r) {
+  tcp_conn_t *c = r->conn;
+  char why[TCP_WHY_MAX];
+  tcp_ev_t ev;
+  if (c->fd < 0) return;
+  if (r->kind == TCP_REQ_RECV) {
+    uv_mutex_lock(&c->rmu);
+    ev = coll__tcp_rx_progress(c, 0, why);
+    uv_mutex_unlock(&c->rmu);
+  } else {
+    uv_mutex_lock(&c->smu);
+    ev = coll__tcp_tx_progress(c, why);
+    uv_mutex_unlock(&c->smu);
+  }
+  coll__tcp_handle_ev(c, ev, why);
+}
+
+/* Sleeps until r's socket is ready in r's direction, another thread
+ * completes a request (wake_fd), or ms pass. */
+static void sleep_on(tcp_transport_t *t, tcp_req_t *r, int ms) {
+  struct pollfd pf[2];
+  nfds_t n = 1;
+  uint64_t v;
+  pf[0] = (struct pollfd){t->wake_fd, POLLIN, 0};
+  if (r->conn->fd >= 0)
+    pf[n++] = (struct pollfd){r->conn->fd,
+                              r->kind == TCP_REQ_RECV ? POLLIN : POLLOUT, 0};
+  atomic_store(&t->poller, 1);
+  if (!req_done(r)) (void)poll(pf, n, ms);
+  atomic_store(&t->poller, 0);
+  if (pf[0].revents & POLLIN) {
+    /* Drains the wakeups; a later one only makes the next poll() return. */
+    ssize_t k = read(t->wake_fd, &v, sizeof v);
+    (void)k;
+  }
+}
+
+/* Milliseconds for poll() until the deadline (ns, 0: none). */
+static int poll_ms(uint64_t end) {
+  uint64_t now = coll__now_ns();
+  if (end == 0) return -1;
+  if (now >= end) return 0;
+  return (end - now) / 1000000u > INT_MAX ? INT_MAX
+                                          : (int)((end - now + 999999u) / 1000000u);
+}
+
+/* Drives r to completion on this thread until the deadline. The loop
+ * thread is kicked for any other pending work when the wait starts, and
+ * for what is left on r's connection when it ends. Returns 1 if done. */
+static int drive_until(tcp_transport_t *t, tcp_req_t *r, int64_t timeout_ms) {
+  tcp_conn_t *c = r->conn;
+  int dir = r->kind;
+  uint64_t now = coll__now_ns();
+  uint64_t end = timeout_ms < 0 ? 0 : now + (uint64_t)timeout_ms * 1000000u;
+  uint64_t spin_end = now + (uint64_t)t->x.spin_ns;
+  atomic_store(&t->wait_dir, dir);
+  atomic_store(&t->wait_peer, c->peer);
+  if (atomic_load(&t->npend_all) - atomic_load(&c->npend[dir]) > 0)
+    coll__tcp_loop_kick(t);
+  while (!req_done(r)) {
+    drive(r);
+    if (req_done(r)) break;
+    if (end != 0 && coll__now_ns() >= end) break;
+    if (coll__now_ns() < spin_end) continue;
+    sleep_on(t, r, poll_ms(end));
+  }
+  atomic_store(&t->wait_peer, -1);
+  if (atomic_load(&c->npend[dir]) > 0) coll__tcp_loop_kick(t);
+  return req_done(r);
+}
+
+coll_status_t coll__tcp_wait(void *ctx, void *req, int64_t timeout_ms,
+                             size_t *len) {
+  tcp_transport_t *t = ctx;
+  tcp_req_t *r = req;
+  coll_status_t s;
+  if (r == NULL)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG, "tcp: wait: req is NULL");
+  if (!req_done(r)) {
+    /* A zero timeout is a poll: still move the connection along once. */
+    if (timeout_ms == 0) drive(r);
+    if (!req_done(r) && (timeout_ms == 0 || !drive_until(t, r, timeout_ms)))
+      return coll_set_last_error(
+          COLL_ERR_TIMEOUT, "tcp: %s rank %d (tag %u) not done within %lld ms",
+          r->kind == TCP_REQ_RECV ? "receive from" : "send to", r->conn->peer,
+          r->tag, (long long)timeout_ms);
+  }
+  s = r->status;
+  if (len != NULL) *len = r->kind == TCP_REQ_RECV ? r->got : r->len;
+  if (s == COLL_ERR_LENGTH_MISMATCH)
+    coll_set_last_error(s,
+                        "tcp: rank %d sent %zu bytes on tag %u, but the "
+                        "receive holds only %zu",
+                        r->conn->peer, r->got, r->tag, r->len);
+  else if (s != COLL_OK)
+    coll_set_last_error(s, "%s", r->errtext ? r->errtext : coll_strerror(s));
+  req_release(t, r);
+  return s;
+}

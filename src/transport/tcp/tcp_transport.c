@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tcp_transport.c: creating the TCP transport (mesh, then loop thread),
+ * aborting it from any thread, and tearing it down with a goodbye. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/tcp/tcp_int.h"
+
+/* How long destroy tries to hand each goodbye to the kernel, in total. */
+#define GOODBYE_BUDGET_MS 1000
+
+static const char *const aborted_text = "tcp: transport aborted";
+
+void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
+  x->frame_cap = COLL_TCP_FRAME_CAP_DEFAULT;
+  x->hs_timeout_ms = COLL_TCP_HS_TIMEOUT_DEFAULT;
+  x->sock_buf = COLL_TCP_SOCK_BUF_DEFAULT;
+  x->spin_ns = COLL_TCP_SPIN_NS_DEFAULT;
+}
+
+/* Fails everything with ABORTED and shuts the sockets (peers see the
+ * connection lost). Every call visits every connection, so whichever call
+ * returns, no caller buffer is touched afterwards. Any thread. */
+static void tcp_abort(void *ctx) {
+  tcp_transport_t *t = ctx;
+  int i;
+  if (!atomic_exchange(&t->aborted, 1))
+    COLL_INFO(COLL_LOG_NET, "tcp: rank %d: aborting the transport", t->rank);
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    uv_mutex_lock(&c->rmu);
+    coll__tcp_rx_fail_all(c, COLL_ERR_ABORTED, aborted_text);
+    uv_mutex_unlock(&c->rmu);
+    uv_mutex_lock(&c->smu);
+    coll__tcp_tx_fail_all(c, COLL_ERR_ABORTED, aborted_text);
+    uv_mutex_unlock(&c->smu);
+    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+  }
+  coll__tcp_loop_kick(t);
+}
+
+/* Tells every live peer we leave on purpose, so it fails only the work
+ * that involves this rank. Skipped after abort: peers must see a loss. */
+static void say_goodbye(tcp_transport_t *t) {
+  int64_t deadline = coll__now_ms() + GOODBYE_BUDGET_MS;
+  int i;
+  if (atomic_load(&t->aborted)) return;
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    int64_t left = deadline - coll__now_ms();
+    /* Also to a peer that said goodbye first: it may still be listening
+     * while it tears down, and must not take our close for a crash. */
+    if (c->fd < 0) continue;
+    uv_mutex_lock(&c->smu);
+    if (coll__tcp_tx_goodbye(c, left > 0 ? left : 0) != 0)
+      COLL_INFO(COLL_LOG_NET, "tcp: rank %d: no goodbye sent to rank %d",
+                t->rank, c->peer);
+    uv_mutex_unlock(&c->smu);
+    shutdown(c->fd, SHUT_WR);
+  }
+}
+
+/* Requests never waited for (a broken contract) are freed, not leaked. */
+static void free_leftovers(tcp_conn_t *c) {
+  tcp_req_t *r;
+  while ((r = c->posted) != NULL) {
+    c->posted = r->next;
+    free(r);
+  }
+  while ((r = c->sq) != NULL) {
+    c->sq = r->next;
+    free(r);
+  }
+  free(c->cur_req);
+  c->cur_req = NULL;
+}
+
+/* Closing a socket with unread bytes (a peer's goodbye, say) sends a reset
+ * instead of a FIN; read what is there first. */
+static void drain_close(int fd) {
+  char sink[4096];
+  int i;
+  for (i = 0; i < 256; i++)
+    if (recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
+  close(fd);
+}
+
+static void tcp_destroy(void *ctx) {
+  tcp_transport_t *t = ctx;
+  int i;
+  if (t == NULL) return;
+  atomic_store(&t->closing, 1);
+  if (t->thread_started) say_goodbye(t);
+  coll__tcp_loop_stop(t);
+  for (i = 0; t->conns != NULL && i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    if (c->fd >= 0) drain_close(c->fd);
+    free_leftovers(c);
+    coll__tcp_rx_free(c);
+    uv_mutex_destroy(&c->rmu);
+    uv_mutex_destroy(&c->smu);
+  }
+  coll__tcp_req_cache_free(t);
+  if (t->wake_fd >= 0) close(t->wake_fd);
+  free(t->conns);
+  free(t);
+}
+
+static const coll_transport_ops_t tcp_ops = {
+    sizeof(coll_transport_ops_t),
+    COLL_TRANSPORT_OPS_VERSION,
+    "tcp",
+    coll__tcp_isend,
+    coll__tcp_irecv,
+    coll__tcp_wait,
+    tcp_abort,
+    tcp_destroy,
+    NULL,
+};
+
+static coll_status_t check_opts(const coll_tcp_opts_t *o,
+                                const coll_tcp_rdv_t *rdv,
+                                const coll_tcp_xopts_t *x,
+                                coll_transport_t **out) {
+  if (out == NULL || o == NULL || rdv == NULL || x == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "tcp: NULL argument");
+  *out = NULL;
+  if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
+    return coll__err(COLL_ERR_INVALID_ARG, "tcp: rank %d out of range for "
+                     "world %d", o->rank, o->world);
+  if (o->bind_ip == NULL || o->job_id == NULL || rdv->publish == NULL ||
+      rdv->lookup == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp: bind_ip, job_id and the rendezvous calls are "
+                     "required");
+  if (x->frame_cap == 0)
+    return coll__err(COLL_ERR_INVALID_ARG, "tcp: frame cap of 0 bytes");
+  return COLL_OK;
+}
+
+static coll_status_t conns_init(tcp_transport_t *t) {
+  int i;
+  t->conns = calloc((size_t)t->world, sizeof *t->conns);
+  if (t->conns == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "tcp: out of memory");
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    c->t = t;
+    c->peer = i;
+    c->fd = -1;
+    uv_mutex_init(&c->rmu);
+    uv_mutex_init(&c->smu);
+  }
+  return COLL_OK;
+}
+
+coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
+                                           const coll_tcp_rdv_t *rdv,
+                                           const coll_tcp_xopts_t *x,
+                                           coll_transport_t **out) {
+  tcp_transport_t *t = NULL;
+  coll_tcp_opts_t opts;
+  int *fds = NULL, i;
+  coll_status_t s;
+  COLL_CHECK(check_opts(o, rdv, x, out));
+  opts = *o;
+  if (opts.timeout_ms == 0) opts.timeout_ms = coll__default_timeout_ms();
+  t = calloc(1, sizeof *t);
+  fds = calloc((size_t)o->world, sizeof *fds);
+  if (t != NULL) t->wake_fd = -1;
+  if (t == NULL || fds == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "tcp: out of memory");
+    goto fail;
+  }
+  t->rank = o->rank;
+  t->world = o->world;
+  t->x = *x;
+  atomic_init(&t->wait_peer, -1);
+  t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (t->wake_fd < 0) {
+    s = coll__err(COLL_ERR_SYSTEM, "tcp: eventfd(): %s", strerror(errno));
+    goto fail;
+  }
+  COLL_CHECK_GOTO(conns_init(t), s, fail);
+  if (o->world > 1)
+    COLL_CHECK_GOTO(coll__tcp_mesh_connect(&opts, rdv, x, fds), s, fail);
+  for (i = 0; i < o->world; i++)
+    t->conns[i].fd = i == o->rank ? -1 : fds[i];
+  COLL_CHECK_GOTO(coll__tcp_loop_start(t), s, fail);
+  free(fds);
+  /* From here t belongs to the wrapper, which destroys it on failure. */
+  return coll_transport_create(&tcp_ops, t, o->rank, o->world, out);
+fail:
+  free(fds);
+  tcp_destroy(t);
+  return s;
+}
+
+coll_status_t coll__tcp_transport_create(const coll_tcp_opts_t *o,
+                                         const coll_tcp_rdv_t *rdv,
+                                         coll_transport_t **out) {
+  coll_tcp_xopts_t x;
+  coll__tcp_xopts_default(&x);
+  return coll__tcp_transport_create_x(o, rdv, &x, out);
+}

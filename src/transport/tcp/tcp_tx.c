@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tcp_tx.c: the send side of a connection: a FIFO of send requests written
+ * with sendmsg() straight from the callers' buffers (header and payload in
+ * one call, several small frames per call). Every function here runs with
+ * the connection's smu held. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "core/clock.h"
+#include "transport/tcp/tcp_int.h"
+
+#define IOV_BATCH 64
+/* sendmsg() calls per progress call, so the lock is released regularly. */
+#define TX_BUDGET 32
+
+static void encode_frame(tcp_transport_t *t, tcp_req_t *r, uint8_t kind) {
+  size_t left = r->len - r->fstart;
+  r->flen = left < t->x.frame_cap ? left : t->x.frame_cap;
+  r->hoff = 0;
+  r->poff = 0;
+  coll__tcp_frame_encode(r->hdr, kind,
+                         r->fstart + r->flen < r->len ? COLL_TCP_F_MORE : 0,
+                         (uint32_t)t->rank, r->tag, r->flen);
+}
+
+void coll__tcp_tx_prepare(tcp_transport_t *t, tcp_req_t *r) {
+  r->fstart = 0;
+  encode_frame(t, r, COLL_TCP_K_DATA);
+}
+
+/* The iovecs of the queue's current frames. A request with frames left
+ * ends the batch: its next frame must go out before anything behind it. */
+static int build_iov(tcp_conn_t *c, struct iovec *iov) {
+  tcp_req_t *r;
+  int n = 0;
+  for (r = c->sq; r != NULL && n + 2 <= IOV_BATCH; r = r->next) {
+    if (r->hoff < COLL_TCP_FRAME_BYTES) {
+      iov[n].iov_base = r->hdr + r->hoff;
+      iov[n++].iov_len = COLL_TCP_FRAME_BYTES - r->hoff;
+    }
+    if (r->poff < r->flen) {
+      iov[n].iov_base = r->buf + r->fstart + r->poff;
+      iov[n++].iov_len = r->flen - r->poff;
+    }
+    if (r->fstart + r->flen < r->len) break;
+  }
+  return n;
+}
+
+/* Accounts n written bytes against the queue, completing whole requests. */
+static void advance(tcp_conn_t *c, size_t n) {
+  tcp_req_t *r;
+  while ((r = c->sq) != NULL) {
+    size_t h = COLL_TCP_FRAME_BYTES - r->hoff, p;
+    if (h > n) h = n;
+    r->hoff += (unsigned)h;
+    n -= h;
+    p = r->flen - r->poff;
+    if (p > n) p = n;
+    r->poff += p;
+    n -= p;
+    if (r->hoff < COLL_TCP_FRAME_BYTES || r->poff < r->flen) break;
+    if (r->fstart + r->flen < r->len) {
+      r->fstart += r->flen;
+      encode_frame(c->t, r, COLL_TCP_K_CONT);
+      if (n == 0) break;
+      continue;
+    }
+    c->sq = r->next;
+    if (c->sq == NULL) c->sq_tail = NULL;
+    coll__tcp_req_complete(r, COLL_OK, NULL);
+  }
+}
+
+tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why) {
+  struct iovec iov[IOV_BATCH];
+  int budget = TX_BUDGET;
+  if (coll__tcp_conn_stopped(c)) return TCP_EV_NONE;
+  while (c->sq != NULL && budget-- > 0) {
+    struct msghdr mh;
+    ssize_t n;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)build_iov(c, iov);
+    /* MSG_NOSIGNAL: a peer that vanished is an error code, not SIGPIPE. */
+    n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return TCP_EV_NONE;
+      snprintf(why, TCP_WHY_MAX, "rank %d lost: %s", c->peer,
+               strerror(errno));
+      return TCP_EV_LOST;
+    }
+    advance(c, (size_t)n);
+  }
+  return TCP_EV_NONE;
+}
+
+void coll__tcp_tx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text) {
+  tcp_req_t *r;
+  while ((r = c->sq) != NULL) {
+    c->sq = r->next;
+    coll__tcp_req_complete(r, s, text);
+  }
+  c->sq_tail = NULL;
+}
+
+int coll__tcp_tx_goodbye(tcp_conn_t *c, int64_t timeout_ms) {
+  uint8_t hdr[COLL_TCP_FRAME_BYTES];
+  size_t off = 0;
+  int64_t deadline = coll__now_ms() + timeout_ms;
+  /* A half-written frame ahead of it would turn the goodbye into garbage. */
+  if (c->sq != NULL) return -1;
+  coll__tcp_frame_encode(hdr, COLL_TCP_K_GOODBYE, 0, (uint32_t)c->t->rank, 0,
+                         0);
+  while (off < sizeof hdr) {
+    ssize_t n = send(c->fd, hdr + off, sizeof hdr - off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      struct pollfd pf = {c->fd, POLLOUT, 0};
+      int64_t left = deadline - coll__now_ms();
+      if (left <= 0 || poll(&pf, 1, (int)left) <= 0) return -1;
+    } else {
+      return -1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* wire.h: the TCP transport's byte layouts (frames and handshake), all
+ * little-endian, with encoders and decoders that never trust the bytes. */
+#ifndef COLL_TRANSPORT_TCP_WIRE_H
+#define COLL_TRANSPORT_TCP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* "COLL" read as a little-endian u32: the first bytes of every message. */
+#define COLL_TCP_MAGIC 0x4C4C4F43u
+/* Bumped on any change to the layouts below; peers must agree exactly. */
+#define COLL_TCP_WIRE_VERSION 1u
+
+/* ------------------------------------------------------------------------ */
+/* Frames: every byte after the handshake is a frame header + payload.      */
+/* ------------------------------------------------------------------------ */
+
+/* Frame kinds. A message longer than the frame cap travels as one DATA frame
+ * followed by CONT frames; every frame but the last has COLL_TCP_F_MORE. The
+ * frames of one message are contiguous on the stream. */
+enum {
+  COLL_TCP_K_DATA = 1,    /* first (often only) frame of a message */
+  COLL_TCP_K_CONT = 2,    /* next frame of the same message (same tag) */
+  COLL_TCP_K_GOODBYE = 3, /* the sender is closing cleanly; len 0 */
+};
+#define COLL_TCP_F_MORE 0x01u
+
+/* The layout, for documentation and the size checks; encoding goes through
+ * the byte helpers below, never through this struct. */
+struct coll_tcp_frame_layout {
+  uint32_t magic;   /* COLL_TCP_MAGIC */
+  uint16_t version; /* COLL_TCP_WIRE_VERSION */
+  uint8_t kind;     /* COLL_TCP_K_* */
+  uint8_t flags;    /* COLL_TCP_F_* */
+  uint32_t src;     /* sender's rank */
+  uint32_t tag;
+  uint64_t len;     /* payload bytes of this frame */
+};
+#define COLL_TCP_FRAME_BYTES 24
+_Static_assert(sizeof(struct coll_tcp_frame_layout) == COLL_TCP_FRAME_BYTES,
+               "frame header must be 24 bytes");
+_Static_assert(offsetof(struct coll_tcp_frame_layout, len) == 16,
+               "frame length at offset 16");
+
+typedef struct coll_tcp_frame {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t kind;
+  uint8_t flags;
+  uint32_t src;
+  uint32_t tag;
+  uint64_t len;
+} coll_tcp_frame_t;
+
+static inline void coll__put_le16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static inline void coll__put_le32(uint8_t *p, uint32_t v) {
+  int i;
+  for (i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void coll__put_le64(uint8_t *p, uint64_t v) {
+  int i;
+  for (i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t coll__get_le16(const uint8_t *p) {
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t coll__get_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+static inline uint64_t coll__get_le64(const uint8_t *p) {
+  return (uint64_t)coll__get_le32(p) | (uint64_t)coll__get_le32(p + 4) << 32;
+}
+
+static inline void coll__tcp_frame_encode(uint8_t out[COLL_TCP_FRAME_BYTES],
+                                          uint8_t kind, uint8_t flags,
+                                          uint32_t src, uint32_t tag,
+                                          uint64_t len) {
+  coll__put_le32(out, COLL_TCP_MAGIC);
+  coll__put_le16(out + 4, COLL_TCP_WIRE_VERSION);
+  out[6] = kind;
+  out[7] = flags;
+  coll__put_le32(out + 8, src);
+  coll__put_le32(out + 12, tag);
+  coll__put_le64(out + 16, len);
+}
+
+/* Decodes without judging; the receiver checks every field. */
+static inline void coll__tcp_frame_decode(const uint8_t *in,
+                                          coll_tcp_frame_t *f) {
+  f->magic = coll__get_le32(in);
+  f->version = coll__get_le16(in + 4);
+  f->kind = in[6];
+  f->flags = in[7];
+  f->src = coll__get_le32(in + 8);
+  f->tag = coll__get_le32(in + 12);
+  f->len = coll__get_le64(in + 16);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Handshake: acceptor -> CHALLENGE, connector -> HELLO, acceptor -> WELCOME */
+/* ------------------------------------------------------------------------ */
+/* The acceptor speaks first with a fresh nonce, so a recorded HELLO cannot
+ * be replayed. With a token, HELLO carries HMAC-SHA-256(token, both nonces,
+ * job hash, ranks) and WELCOME answers with its own HMAC over the same
+ * fields in another order: each side proves it knows the token and the token
+ * never travels. Without a token both MACs are zero and unchecked. Only the
+ * handshake is authenticated: frames after it are neither encrypted nor
+ * integrity-protected. */
+
+enum {
+  COLL_TCP_K_CHALLENGE = 0x10,
+  COLL_TCP_K_HELLO = 0x11,
+  COLL_TCP_K_WELCOME = 0x12,
+};
+
+#define COLL_TCP_NONCE_BYTES 16
+#define COLL_TCP_HASH_BYTES 32
+
+struct coll_tcp_challenge_layout {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t kind; /* COLL_TCP_K_CHALLENGE */
+  uint8_t flags;
+  uint32_t rank; /* acceptor's rank */
+  uint32_t world;
+  uint8_t nonce[COLL_TCP_NONCE_BYTES];
+};
+#define COLL_TCP_CHALLENGE_BYTES 32
+_Static_assert(sizeof(struct coll_tcp_challenge_layout) ==
+                   COLL_TCP_CHALLENGE_BYTES,
+               "challenge must be 32 bytes");
+
+struct coll_tcp_hello_layout {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t kind; /* COLL_TCP_K_HELLO */
+  uint8_t flags;
+  uint32_t rank; /* connector's rank */
+  uint32_t world;
+  uint8_t job[COLL_TCP_HASH_BYTES]; /* SHA-256 of the job id */
+  uint8_t nonce[COLL_TCP_NONCE_BYTES];
+  uint8_t mac[COLL_TCP_HASH_BYTES];
+};
+#define COLL_TCP_HELLO_BYTES 96
+_Static_assert(sizeof(struct coll_tcp_hello_layout) == COLL_TCP_HELLO_BYTES,
+               "hello must be 96 bytes");
+
+struct coll_tcp_welcome_layout {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t kind; /* COLL_TCP_K_WELCOME */
+  uint8_t flags;
+  uint32_t rank;   /* acceptor's rank */
+  uint32_t result; /* COLL_TCP_HS_* */
+  uint8_t mac[COLL_TCP_HASH_BYTES];
+};
+#define COLL_TCP_WELCOME_BYTES 48
+_Static_assert(sizeof(struct coll_tcp_welcome_layout) ==
+                   COLL_TCP_WELCOME_BYTES,
+               "welcome must be 48 bytes");
+
+/* Why an acceptor refused a HELLO (sent back in WELCOME.result). */
+#define COLL_TCP_HS_RESULTS(X)                                       \
+  X(OK, 0, "accepted")                                               \
+  X(BAD_MAGIC, 1, "not a libcoll handshake")                         \
+  X(BAD_VERSION, 2, "wire protocol versions differ")                 \
+  X(BAD_JOB, 3, "job ids differ")                                    \
+  X(BAD_WORLD, 4, "world sizes differ")                              \
+  X(BAD_RANK, 5, "rank out of range or not expected to connect here") \
+  X(DUPLICATE, 6, "rank already connected")                          \
+  X(BAD_AUTH, 7, "authentication token differs")
+
+typedef enum coll_tcp_hs_result {
+#define COLL_TCP_HS_ENUM_(n, v, t) COLL_TCP_HS_##n = v,
+  COLL_TCP_HS_RESULTS(COLL_TCP_HS_ENUM_)
+#undef COLL_TCP_HS_ENUM_
+} coll_tcp_hs_result_t;
+
+#endif

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_tcp_rx.c: the receive state machine of one connection, driven by
+ * hand over a socketpair: split headers, messages adopted while arriving,
+ * messages left in the kernel, multi-frame messages, too-long messages,
+ * and every kind of malformed frame. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tcp_test_util.h"
+
+/* A transport of two ranks whose connection to rank 1 is a socketpair; the
+ * test writes rank 1's bytes into `peer`. */
+typedef struct fixture {
+  tcp_transport_t t;
+  tcp_conn_t conns[2];
+  tcp_conn_t *c;
+  int peer;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  int sv[2], i;
+  if (f == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+  f->t.rank = 0;
+  f->t.world = 2;
+  coll__tcp_xopts_default(&f->t.x);
+  f->t.x.frame_cap = 1000;
+  f->t.conns = f->conns;
+  f->t.wake_fd = -1;
+  atomic_init(&f->t.wait_peer, -1);
+  for (i = 0; i < 2; i++) {
+    f->conns[i].t = &f->t;
+    f->conns[i].peer = i;
+    f->conns[i].fd = -1;
+    uv_mutex_init(&f->conns[i].rmu);
+    uv_mutex_init(&f->conns[i].smu);
+  }
+  f->c = &f->conns[1];
+  f->c->fd = sv[0];
+  fcntl(sv[0], F_SETFL, O_NONBLOCK);
+  f->peer = sv[1];
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  int i;
+  for (i = 0; i < 2; i++) {
+    coll__tcp_rx_free(&f->conns[i]);
+    uv_mutex_destroy(&f->conns[i].rmu);
+    uv_mutex_destroy(&f->conns[i].smu);
+  }
+  close(f->c->fd);
+  if (f->peer >= 0) close(f->peer);
+  free(f);
+  return 0;
+}
+
+static void put(fixture_t *f, const void *p, size_t n) {
+  assert_int_equal(tt_send_all(f->peer, p, n), 0);
+}
+
+static void frame(fixture_t *f, uint8_t kind, uint8_t flags, uint32_t src,
+                  uint32_t tag, uint64_t len) {
+  uint8_t h[COLL_TCP_FRAME_BYTES];
+  coll__tcp_frame_encode(h, kind, flags, src, tag, len);
+  put(f, h, sizeof h);
+}
+
+static tcp_ev_t progress(fixture_t *f, char *why) {
+  return coll__tcp_rx_progress(f->c, 0, why);
+}
+
+static void recv_req(fixture_t *f, tcp_req_t *r, uint32_t tag, void *buf,
+                     size_t cap) {
+  memset(r, 0, sizeof *r);
+  r->conn = f->c;
+  r->kind = TCP_REQ_RECV;
+  r->tag = tag;
+  r->buf = buf;
+  r->len = cap;
+  atomic_init(&r->done, 0);
+}
+
+/* Posts r the way irecv does: early messages first, else the list. */
+static void post(fixture_t *f, tcp_req_t *r) {
+  if (!coll__tcp_rx_match(f->c, r)) coll__tcp_rx_append(f->c, r);
+}
+
+static void test_split_header_posted(void **state) {
+  fixture_t *f = *state;
+  uint8_t h[COLL_TCP_FRAME_BYTES], pay[300], out[300];
+  tcp_req_t r;
+  char why[TCP_WHY_MAX];
+  tt_fill(pay, sizeof pay, 1, 0, 1);
+  recv_req(f, &r, 7, out, sizeof out);
+  post(f, &r);
+  coll__tcp_frame_encode(h, COLL_TCP_K_DATA, 0, 1, 7, sizeof pay);
+  put(f, h, 5); /* a header in three pieces, then the payload in two */
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  put(f, h + 5, 10);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  put(f, h + 15, sizeof h - 15);
+  put(f, pay, 100);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&r.done), 0);
+  put(f, pay + 100, sizeof pay - 100);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&r.done), 1);
+  assert_int_equal(r.status, COLL_OK);
+  assert_int_equal(r.got, sizeof pay);
+  assert_memory_equal(out, pay, sizeof pay);
+}
+
+/* An early message read halfway, then its receive is posted: the half moves
+ * over and the rest lands in place. */
+static void test_adopted_while_arriving(void **state) {
+  fixture_t *f = *state;
+  uint8_t pay[900], out[900];
+  tcp_req_t r;
+  char why[TCP_WHY_MAX];
+  tt_fill(pay, sizeof pay, 1, 0, 2);
+  frame(f, COLL_TCP_K_DATA, 0, 1, 3, sizeof pay);
+  put(f, pay, 400);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_non_null(f->c->unexp); /* kept early, still arriving */
+  recv_req(f, &r, 3, out, sizeof out);
+  post(f, &r);
+  assert_null(f->c->unexp);
+  put(f, pay + 400, sizeof pay - 400);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&r.done), 1);
+  assert_int_equal(r.got, sizeof pay);
+  assert_memory_equal(out, pay, sizeof pay);
+  assert_int_equal(f->c->unexp_bytes, 0);
+}
+
+/* With nothing posted, a message above the budget is not read at all;
+ * once posted it arrives in place. Messages of one tag keep their order. */
+static void test_held_back_then_in_order(void **state) {
+  fixture_t *f = *state;
+  size_t big = 300 * 1024;
+  uint8_t *pay = malloc(big), *out = malloc(big), small[3][10];
+  tcp_req_t r, q[3];
+  char why[TCP_WHY_MAX];
+  int i;
+  f->t.x.frame_cap = big;
+  tt_fill(pay, big, 1, 0, 4);
+  for (i = 0; i < 3; i++) {
+    uint8_t b[10];
+    tt_fill(b, sizeof b, 1, 0, 10 + i);
+    frame(f, COLL_TCP_K_DATA, 0, 1, 9, sizeof b);
+    put(f, b, sizeof b);
+  }
+  frame(f, COLL_TCP_K_DATA, 0, 1, 5, big);
+  put(f, pay, 64 * 1024);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(f->c->rpaused, 1); /* the three small ones are kept */
+  assert_int_equal(f->c->unexp_bytes, 30);
+  recv_req(f, &r, 5, out, big);
+  post(f, &r);
+  for (i = 0; i < 3; i++) {
+    recv_req(f, &q[i], 9, small[i], sizeof small[i]);
+    post(f, &q[i]);
+    assert_int_equal(atomic_load(&q[i].done), 1);
+    assert_true(tt_check(small[i], 10, 1, 0, 10 + i));
+  }
+  for (size_t off = 64 * 1024; off < big; off += 64 * 1024) {
+    assert_int_equal(progress(f, why), TCP_EV_NONE);
+    put(f, pay + off, big - off < 64 * 1024 ? big - off : 64 * 1024);
+  }
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&r.done), 1);
+  assert_int_equal(r.got, big);
+  assert_memory_equal(out, pay, big);
+  free(pay);
+  free(out);
+}
+
+/* 2500 bytes in frames of at most 1000: posted, early, and too long. */
+static void send_frames(fixture_t *f, uint32_t tag, const uint8_t *p,
+                        size_t n) {
+  size_t off = 0;
+  do {
+    size_t k = n - off < 1000 ? n - off : 1000;
+    frame(f, off == 0 ? COLL_TCP_K_DATA : COLL_TCP_K_CONT,
+          off + k < n ? COLL_TCP_F_MORE : 0, 1, tag, k);
+    put(f, p + off, k);
+    off += k;
+  } while (off < n);
+}
+
+static void test_multiframe(void **state) {
+  fixture_t *f = *state;
+  uint8_t pay[2500], a[2500], b[2500], c[1500 + 64];
+  tcp_req_t ra, rb, rc;
+  char why[TCP_WHY_MAX];
+  tt_fill(pay, sizeof pay, 1, 0, 5);
+  memset(c, 0xEE, sizeof c);
+  recv_req(f, &ra, 1, a, sizeof a);
+  post(f, &ra);
+  recv_req(f, &rc, 3, c, 1500);
+  post(f, &rc);
+  send_frames(f, 1, pay, sizeof pay);
+  send_frames(f, 2, pay, sizeof pay); /* early: grows frame by frame */
+  send_frames(f, 3, pay, sizeof pay); /* overflows in its second frame */
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&ra.done), 1);
+  assert_int_equal(ra.got, sizeof pay);
+  assert_memory_equal(a, pay, sizeof pay);
+  assert_int_equal(atomic_load(&rc.done), 1);
+  assert_int_equal(rc.status, COLL_ERR_LENGTH_MISMATCH);
+  assert_int_equal(rc.got, sizeof pay);
+  assert_memory_equal(c, pay, 1000); /* the first frame fitted */
+  for (size_t i = 1500; i < sizeof c; i++) assert_int_equal(c[i], 0xEE);
+  recv_req(f, &rb, 2, b, sizeof b);
+  post(f, &rb);
+  assert_int_equal(atomic_load(&rb.done), 1);
+  assert_memory_equal(b, pay, sizeof pay);
+}
+
+/* Each malformed header is PROTOCOL and allocates nothing. */
+static void expect_proto(uint8_t kind, uint8_t flags, uint32_t src,
+                         uint64_t len, int first_data, const char *needle) {
+  fixture_t *f;
+  char why[TCP_WHY_MAX] = "";
+  assert_int_equal(setup((void **)&f), 0);
+  if (first_data) frame(f, COLL_TCP_K_DATA, COLL_TCP_F_MORE, 1, 4, 0);
+  frame(f, kind, flags, src, 4, len);
+  assert_int_equal(progress(f, why), TCP_EV_PROTO);
+  assert_non_null(strstr(why, needle));
+  assert_non_null(strstr(why, "rank 1"));
+  assert_true(f->c->unexp == NULL || f->c->unexp->len == 0);
+  teardown((void **)&f);
+}
+
+static void test_malformed_frames(void **state) {
+  fixture_t *f = *state;
+  uint8_t junk[COLL_TCP_FRAME_BYTES];
+  char why[TCP_WHY_MAX];
+  expect_proto(COLL_TCP_K_DATA, 0, 1, (uint64_t)1 << 62, 0, "cap");
+  expect_proto(COLL_TCP_K_DATA, 0, 1, 1001, 0, "cap");
+  expect_proto(COLL_TCP_K_DATA, 0, 0, 10, 0, "claims");
+  expect_proto(COLL_TCP_K_CONT, 0, 1, 10, 0, "order");
+  expect_proto(COLL_TCP_K_DATA, 0, 1, 10, 1, "order");
+  expect_proto(COLL_TCP_K_GOODBYE, 0, 1, 0, 1, "order");
+  expect_proto(COLL_TCP_K_GOODBYE, 0, 1, 5, 0, "order");
+  expect_proto(0x77, 0, 1, 0, 0, "order");
+  memset(junk, 0x41, sizeof junk);
+  put(f, junk, sizeof junk);
+  assert_int_equal(progress(f, why), TCP_EV_PROTO);
+  assert_non_null(strstr(why, "magic"));
+}
+
+static void test_goodbye_and_eof(void **state) {
+  fixture_t *f = *state, *g;
+  char why[TCP_WHY_MAX];
+  frame(f, COLL_TCP_K_GOODBYE, 0, 1, 0, 0);
+  assert_int_equal(progress(f, why), TCP_EV_GOODBYE);
+  assert_int_equal(f->c->rstate, RS_CLOSED);
+  assert_int_equal(progress(f, why), TCP_EV_NONE); /* read no more */
+  assert_int_equal(setup((void **)&g), 0);
+  frame(g, COLL_TCP_K_DATA, 0, 1, 4, 100);
+  put(g, "abc", 3);
+  close(g->peer);
+  g->peer = -1;
+  assert_int_equal(progress(g, why), TCP_EV_LOST);
+  assert_non_null(strstr(why, "rank 1 lost"));
+  assert_non_null(strstr(why, "mid-frame"));
+  teardown((void **)&g);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_split_header_posted, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_adopted_while_arriving, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_held_back_then_in_order, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_multiframe, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_malformed_frames, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_goodbye_and_eof, setup, teardown),
+  };
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
