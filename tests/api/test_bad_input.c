@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_bad_input.c: every public function refuses bad arguments with the
+ * right status and a sentence naming it; status, dtype and op tables; the
+ * error text is per thread. (Ranks that disagree, and calls on an aborted
+ * comm: test_mismatch.c.) */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api_test.h"
+
+#define RUN_TIMEOUT_MS 120000
+/* Comms in this file time out quickly: a bad call that was wrongly accepted
+ * fails within this bound instead of hanging. */
+#define SHORT_TIMEOUT_MS 5000
+
+static t_fail_t g_fails;
+
+#define BAD(call, name) \
+  t_expect_err(&g_fails, (call), COLL_ERR_INVALID_ARG, name, #call, __LINE__)
+#define EXPECT(call, want, name) \
+  t_expect_err(&g_fails, (call), want, name, #call, __LINE__)
+
+/* For the NCCL entry points on a machine without NCCL either refusal is
+ * right; the text must still say something. */
+static void expect_refused(coll_status_t s, const char *call, int line) {
+  if (s != COLL_ERR_INVALID_ARG && s != COLL_ERR_NOT_AVAILABLE)
+    t_fail(&g_fails, "line %d: %s returned %s, expected INVALID_ARG or "
+           "NOT_AVAILABLE", line, call, coll_status_name(s));
+  else if (coll_last_error()[0] == '\0')
+    t_fail(&g_fails, "line %d: %s returned %s without an error text", line,
+           call, coll_status_name(s));
+}
+#define REFUSED(call) expect_refused((call), #call, __LINE__)
+
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (!(cond)) t_fail(&g_fails, "line %d: %s is false", __LINE__, #cond); \
+  } while (0)
+
+static void begin(void) { t_fail_init(&g_fails); }
+static void end(const char *what) {
+  int n = t_fail_report(&g_fails, what);
+  t_fail_destroy(&g_fails);
+  assert_int_equal(n, 0);
+}
+
+/* ---- tables and version ------------------------------------------------ */
+
+static void test_tables(void **state) {
+  static const struct {
+    coll_dtype_t dt;
+    size_t size;
+    const char *name;
+  } dts[] = {{COLL_F16, 2, "f16"}, {COLL_BF16, 2, "bf16"}, {COLL_F32, 4, "f32"},
+             {COLL_F64, 8, "f64"}, {COLL_I8, 1, "i8"},     {COLL_U8, 1, "u8"},
+             {COLL_I32, 4, "i32"}, {COLL_I64, 8, "i64"}};
+  static const char *const ops[] = {"sum", "prod", "max", "min", "avg"};
+  size_t i;
+  (void)state;
+  begin();
+  CHECK(coll_version() == COLL_VERSION);
+  CHECK(COLL_VERSION == COLL_VERSION_MAJOR * 10000 + COLL_VERSION_MINOR * 100 +
+                            COLL_VERSION_PATCH);
+  for (i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+    CHECK(coll_dtype_size(dts[i].dt) == dts[i].size);
+    CHECK(strcmp(coll_dtype_name(dts[i].dt), dts[i].name) == 0);
+  }
+  CHECK(coll_dtype_size(COLL_DTYPE_COUNT) == 0);
+  CHECK(coll_dtype_size((coll_dtype_t)-1) == 0);
+  CHECK(strcmp(coll_dtype_name(COLL_DTYPE_COUNT), "invalid") == 0);
+  CHECK(strcmp(coll_dtype_name((coll_dtype_t)-5), "invalid") == 0);
+  for (i = 0; i < 5; i++) CHECK(strcmp(coll_op_name((coll_op_t)i), ops[i]) == 0);
+  CHECK(strcmp(coll_op_name(COLL_OP_COUNT), "invalid") == 0);
+  CHECK(strcmp(coll_op_name((coll_op_t)-1), "invalid") == 0);
+#define STATUS_CHECK_(name, value, text)                          \
+  CHECK(COLL_##name == value);                                    \
+  CHECK(strcmp(coll_status_name(COLL_##name), #name) == 0);       \
+  CHECK(strcmp(coll_strerror(COLL_##name), text) == 0);
+  COLL_STATUS_MAP(STATUS_CHECK_)
+#undef STATUS_CHECK_
+  CHECK(coll_strerror((coll_status_t)999) != NULL &&
+        coll_strerror((coll_status_t)999)[0] != '\0');
+  CHECK(coll_status_name((coll_status_t)-1) != NULL &&
+        coll_status_name((coll_status_t)-1)[0] != '\0');
+  CHECK(coll_set_last_error(COLL_ERR_PEER_LOST, "rank %d lost", 3) ==
+        COLL_ERR_PEER_LOST);
+  CHECK(strcmp(coll_last_error(), "rank 3 lost") == 0);
+  end("tables");
+}
+
+/* The error text is per thread: a fresh thread sees none of ours. */
+static char g_other_err[64];
+static void other_thread(int rank, int world, void *arg) {
+  (void)rank, (void)world, (void)arg;
+  snprintf(g_other_err, sizeof g_other_err, "%s", coll_last_error());
+}
+
+static void test_error_text_per_thread(void **state) {
+  (void)state;
+  assert_int_equal(coll_barrier(NULL), COLL_ERR_INVALID_ARG);
+  assert_true(coll_last_error()[0] != '\0');
+  strcpy(g_other_err, "unset");
+  test_run_ranks(1, other_thread, NULL, RUN_TIMEOUT_MS, "error text thread");
+  assert_string_equal(g_other_err, "");
+}
+
+/* ---- argument checks -------------------------------------------------- */
+
+typedef struct comms2 {
+  coll_comm_t *c[2];
+} comms2_t;
+
+/* Buffers for the argument checks; their contents never matter. */
+static float g_a[64], g_b[64];
+
+static void allreduce_args(coll_comm_t *c) {
+  float *a = g_a, *b = g_b;
+  coll_request_t *req = NULL;
+  /* allreduce / iallreduce */
+  BAD(coll_allreduce(NULL, a, b, 4, COLL_F32, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, NULL, b, 4, COLL_F32, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, NULL, 4, COLL_F32, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, b, SIZE_MAX, COLL_F32, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, b, SIZE_MAX / 2, COLL_F32, COLL_SUM, NULL),
+      "allreduce");
+  BAD(coll_allreduce(c, a, b, 4, COLL_DTYPE_COUNT, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, b, 4, (coll_dtype_t)-1, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, b, 4, COLL_F32, COLL_OP_COUNT, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, b, 4, COLL_F32, (coll_op_t)-1, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, a + 1, 4, COLL_F32, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a + 3, a, 4, COLL_F32, COLL_SUM, NULL), "allreduce");
+  BAD(coll_iallreduce(c, a, b, 4, COLL_F32, COLL_SUM, NULL, NULL),
+      "iallreduce");
+  BAD(coll_iallreduce(NULL, a, b, 4, COLL_F32, COLL_SUM, NULL, &req),
+      "allreduce");
+  BAD(coll_iallreduce(c, a, a + 2, 4, COLL_F32, COLL_SUM, NULL, &req),
+      "allreduce");
+}
+
+static void batch_args(coll_comm_t *c) {
+  float *a = g_a, *b = g_b;
+  coll_buffer_t bufs[2] = {{a, 4, COLL_F32}, {b, 4, COLL_F32}};
+  coll_buffer_t nullbuf[1] = {{NULL, 4, COLL_F32}};
+  coll_buffer_t baddt[1] = {{a, 4, COLL_DTYPE_COUNT}};
+  coll_buffer_t huge[1] = {{a, SIZE_MAX, COLL_F32}};
+  /* allreduce_batch */
+  BAD(coll_allreduce_batch(NULL, bufs, 2, COLL_SUM, NULL), "allreduce_batch");
+  BAD(coll_allreduce_batch(c, NULL, 2, COLL_SUM, NULL), "allreduce_batch");
+  BAD(coll_allreduce_batch(c, nullbuf, 1, COLL_SUM, NULL), "allreduce_batch");
+  BAD(coll_allreduce_batch(c, baddt, 1, COLL_SUM, NULL), "allreduce_batch");
+  BAD(coll_allreduce_batch(c, huge, 1, COLL_SUM, NULL), "allreduce_batch");
+  BAD(coll_allreduce_batch(c, bufs, 2, COLL_OP_COUNT, NULL), "allreduce_batch");
+  BAD(coll_iallreduce_batch(c, bufs, 2, COLL_SUM, NULL, NULL),
+      "iallreduce_batch");
+
+  /* allreduce_premul_sum */
+  BAD(coll_allreduce_premul_sum(NULL, bufs, 2, 1.0f, NULL), "premul");
+  BAD(coll_allreduce_premul_sum(c, NULL, 2, 1.0f, NULL), "premul");
+  BAD(coll_allreduce_premul_sum(c, nullbuf, 1, 1.0f, NULL), "premul");
+  BAD(coll_allreduce_premul_sum(c, baddt, 1, 1.0f, NULL), "premul");
+  BAD(coll_allreduce_premul_sum(c, bufs, 2, NAN, NULL), "premul");
+  BAD(coll_allreduce_premul_sum(c, bufs, 2, INFINITY, NULL), "premul");
+  BAD(coll_iallreduce_premul_sum(c, bufs, 2, 1.0f, NULL, NULL), "premul");
+}
+
+/* Broadcast and reduce (this comm is rank 0 of 2). */
+static void rooted_args(coll_comm_t *c) {
+  float *a = g_a, *b = g_b;
+  coll_request_t *req = NULL;
+  /* broadcast */
+  BAD(coll_broadcast(NULL, a, 4, COLL_F32, 0, NULL), "broadcast");
+  BAD(coll_broadcast(c, NULL, 4, COLL_F32, 0, NULL), "broadcast");
+  BAD(coll_broadcast(c, a, SIZE_MAX, COLL_F32, 0, NULL), "broadcast");
+  BAD(coll_broadcast(c, a, 4, COLL_DTYPE_COUNT, 0, NULL), "broadcast");
+  BAD(coll_broadcast(c, a, 4, COLL_F32, -1, NULL), "broadcast");
+  BAD(coll_broadcast(c, a, 4, COLL_F32, 2, NULL), "broadcast");
+  BAD(coll_broadcast(c, a, 4, COLL_F32, INT_MAX, NULL), "broadcast");
+  BAD(coll_ibroadcast(c, a, 4, COLL_F32, 0, NULL, NULL), "ibroadcast");
+  BAD(coll_ibroadcast(c, a, 4, COLL_F32, 5, NULL, &req), "broadcast");
+
+  /* reduce (this comm is rank 0: recv needed when root is 0) */
+  BAD(coll_reduce(NULL, a, b, 4, COLL_F32, COLL_SUM, 0, NULL), "reduce");
+  BAD(coll_reduce(c, NULL, b, 4, COLL_F32, COLL_SUM, 0, NULL), "reduce");
+  BAD(coll_reduce(c, a, NULL, 4, COLL_F32, COLL_SUM, 0, NULL), "reduce");
+  BAD(coll_reduce(c, a, b, 4, COLL_F32, COLL_SUM, -1, NULL), "reduce");
+  BAD(coll_reduce(c, a, b, 4, COLL_F32, COLL_SUM, 2, NULL), "reduce");
+  BAD(coll_reduce(c, a, b, 4, COLL_F32, COLL_OP_COUNT, 0, NULL), "reduce");
+  BAD(coll_reduce(c, a, b, 4, COLL_DTYPE_COUNT, COLL_SUM, 0, NULL), "reduce");
+  BAD(coll_reduce(c, a, b, SIZE_MAX, COLL_F32, COLL_SUM, 0, NULL), "reduce");
+  BAD(coll_reduce(c, a, a + 2, 4, COLL_F32, COLL_SUM, 0, NULL), "reduce");
+  BAD(coll_ireduce(c, a, b, 4, COLL_F32, COLL_SUM, 0, NULL, NULL), "ireduce");
+}
+
+static void gather_scatter_args(coll_comm_t *c) {
+  float *a = g_a, *b = g_b;
+  /* allgather (world 2: recv holds 2 blocks) */
+  BAD(coll_allgather(NULL, a, b, 4, COLL_F32, NULL), "allgather");
+  BAD(coll_allgather(c, NULL, b, 4, COLL_F32, NULL), "allgather");
+  BAD(coll_allgather(c, a, NULL, 4, COLL_F32, NULL), "allgather");
+  BAD(coll_allgather(c, a, b, 4, COLL_DTYPE_COUNT, NULL), "allgather");
+  BAD(coll_allgather(c, a, b, SIZE_MAX, COLL_F32, NULL), "allgather");
+  BAD(coll_allgather(c, a, b, SIZE_MAX / 8, COLL_F32, NULL), "allgather");
+  BAD(coll_allgather(c, a + 1, a, 4, COLL_F32, NULL), "allgather");
+  BAD(coll_allgather(c, a + 6, a, 4, COLL_F32, NULL), "allgather");
+  BAD(coll_iallgather(c, a, b, 4, COLL_F32, NULL, NULL), "iallgather");
+
+  /* reduce_scatter (world 2: send holds 2 blocks) */
+  BAD(coll_reduce_scatter(NULL, a, b, 4, COLL_F32, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, NULL, b, 4, COLL_F32, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, a, NULL, 4, COLL_F32, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, a, b, 4, COLL_F32, COLL_OP_COUNT, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, a, b, 4, (coll_dtype_t)99, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, a, b, SIZE_MAX / 8, COLL_F32, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, a, a + 1, 4, COLL_F32, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_reduce_scatter(c, a, a + 6, 4, COLL_F32, COLL_SUM, NULL),
+      "reduce_scatter");
+  BAD(coll_ireduce_scatter(c, a, b, 4, COLL_F32, COLL_SUM, NULL, NULL),
+      "ireduce_scatter");
+}
+
+static void other_args(coll_comm_t *c) {
+  float *a = g_a;
+  coll_request_t *req = NULL;
+  coll_dtype_t agreed;
+  int part;
+  /* barrier */
+  BAD(coll_barrier(NULL), "barrier");
+  BAD(coll_ibarrier(NULL, &req), "barrier");
+  BAD(coll_ibarrier(c, NULL), "ibarrier");
+
+  /* negotiate_dtype */
+  BAD(coll_negotiate_dtype(NULL, COLL_F32, &agreed), "negotiate_dtype");
+  BAD(coll_negotiate_dtype(c, COLL_F32, NULL), "negotiate_dtype");
+  BAD(coll_negotiate_dtype(c, COLL_DTYPE_COUNT, &agreed), "negotiate_dtype");
+  BAD(coll_inegotiate_dtype(c, COLL_F32, &agreed, NULL), "inegotiate_dtype");
+
+  /* federated_average */
+  BAD(coll_federated_average(NULL, a, 4, 100, &part), "federated_average");
+  BAD(coll_federated_average(c, NULL, 4, 100, &part), "federated_average");
+  BAD(coll_federated_average(c, a, 4, -1, &part), "federated_average");
+  BAD(coll_federated_average(c, a, SIZE_MAX, 100, &part), "federated_average");
+  BAD(coll_ifederated_average(c, a, 4, 100, &part, NULL),
+      "ifederated_average");
+
+  /* requests */
+  BAD(coll_wait(NULL), "wait");
+  {
+    int done = 0;
+    BAD(coll_test(NULL, &done), "test");
+  }
+}
+
+static void p2p_args(coll_comm_t *c) {
+  int32_t a[16];
+  size_t got;
+  coll_request_t *req = NULL;
+  memset(a, 0, sizeof a);
+  BAD(coll_send(NULL, a, 4, COLL_I32, 1, 0), "send");
+  BAD(coll_send(c, NULL, 4, COLL_I32, 1, 0), "send");
+  BAD(coll_send(c, a, 4, COLL_DTYPE_COUNT, 1, 0), "send");
+  BAD(coll_send(c, a, SIZE_MAX, COLL_I32, 1, 0), "send");
+  BAD(coll_send(c, a, 4, COLL_I32, -1, 0), "send");
+  BAD(coll_send(c, a, 4, COLL_I32, 2, 0), "send");
+  BAD(coll_send(c, a, 4, COLL_I32, 0, 0), "send"); /* peer == self */
+  BAD(coll_send(c, a, 4, COLL_I32, 1, COLL_TAG_RESERVED), "send");
+  BAD(coll_send(c, a, 4, COLL_I32, 1, 0xFFFFFFFFu), "send");
+  BAD(coll_recv(NULL, a, 4, COLL_I32, 1, 0, &got), "recv");
+  BAD(coll_recv(c, NULL, 4, COLL_I32, 1, 0, &got), "recv");
+  BAD(coll_recv(c, a, 4, (coll_dtype_t)-2, 1, 0, &got), "recv");
+  BAD(coll_recv(c, a, SIZE_MAX / 2, COLL_I32, 1, 0, &got), "recv");
+  BAD(coll_recv(c, a, 4, COLL_I32, -1, 0, &got), "recv");
+  BAD(coll_recv(c, a, 4, COLL_I32, 7, 0, &got), "recv");
+  BAD(coll_recv(c, a, 4, COLL_I32, 0, 0, &got), "recv");
+  BAD(coll_recv(c, a, 4, COLL_I32, 1, COLL_TAG_RESERVED + 5, &got), "recv");
+  BAD(coll_isend(c, a, 4, COLL_I32, 1, 0, NULL), "isend");
+  BAD(coll_isend(c, a, 4, COLL_I32, 0, 0, &req), "send");
+  BAD(coll_isend(c, a, 4, COLL_I32, 1, COLL_TAG_RESERVED, &req), "send");
+  BAD(coll_irecv(c, a, 4, COLL_I32, 1, 0, &got, NULL), "irecv");
+  BAD(coll_irecv(c, a, 4, COLL_I32, 2, 0, &got, &req), "recv");
+  BAD(coll_irecv(c, a, 4, COLL_I32, 1, 0x80000001u, &got, &req), "recv");
+}
+
+static void test_argument_checks(void **state) {
+  comms2_t cc;
+  (void)state;
+  begin();
+  assert_int_equal(test_inproc_comms(2, SHORT_TIMEOUT_MS, cc.c), 0);
+  /* Every call returns before talking to a peer, so one thread suffices;
+   * a wrongly accepted collective fails after the comm's short timeout. */
+  allreduce_args(cc.c[0]);
+  batch_args(cc.c[0]);
+  rooted_args(cc.c[0]);
+  gather_scatter_args(cc.c[0]);
+  other_args(cc.c[0]);
+  p2p_args(cc.c[0]);
+  test_destroy_comms(2, cc.c);
+  end("argument checks");
+}
+
+/* coll_test with a NULL `done`, on a real request. */
+static void test_test_null_done(void **state) {
+  coll_comm_t *c[1];
+  coll_request_t *req = NULL;
+  (void)state;
+  begin();
+  assert_int_equal(test_inproc_comms(1, SHORT_TIMEOUT_MS, c), 0);
+  assert_int_equal(coll_ibarrier(c[0], &req), COLL_OK);
+  BAD(coll_test(req, NULL), "test");
+  EXPECT(coll_wait(req), COLL_OK, "");
+  test_destroy_comms(1, c);
+  end("coll_test(req, NULL)");
+}
+
+/* ---- comms, handles, transports ---------------------------------------- */
+
+typedef struct fake {
+  int destroyed;
+} fake_t;
+
+static coll_status_t f_isend(void *ctx, int peer, uint32_t tag,
+                             const void *buf, size_t len, void **req) {
+  (void)ctx, (void)peer, (void)tag, (void)buf, (void)len, (void)req;
+  return COLL_ERR_INTERNAL;
+}
+static coll_status_t f_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                             size_t cap, void **req) {
+  (void)ctx, (void)peer, (void)tag, (void)buf, (void)cap, (void)req;
+  return COLL_ERR_INTERNAL;
+}
+static coll_status_t f_wait(void *ctx, void *req, int64_t t, size_t *len) {
+  (void)ctx, (void)req, (void)t, (void)len;
+  return COLL_ERR_INTERNAL;
+}
+static void f_abort(void *ctx) { (void)ctx; }
+static void f_destroy(void *ctx) { ((fake_t *)ctx)->destroyed++; }
+
+static coll_transport_ops_t fake_ops(void) {
+  coll_transport_ops_t o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.version = COLL_TRANSPORT_OPS_VERSION;
+  o.name = "fake";
+  o.isend = f_isend;
+  o.irecv = f_irecv;
+  o.wait = f_wait;
+  o.abort = f_abort;
+  o.destroy = f_destroy;
+  return o;
+}
+
+static void transport_args(void) {
+  coll_transport_ops_t o;
+  coll_transport_t *t = (coll_transport_t *)&o; /* must be overwritten */
+  fake_t f;
+  int slot;
+  BAD(coll_transport_create(NULL, &f, 0, 1, &t), "transport_create");
+  CHECK(t == NULL);
+  /* A table too small for the mandatory slots cannot be trusted, not even
+   * its destroy slot. */
+  o = fake_ops();
+  o.size = offsetof(coll_transport_ops_t, isend);
+  f.destroyed = 0;
+  BAD(coll_transport_create(&o, &f, 0, 1, &t), "transport_create");
+  CHECK(f.destroyed == 0);
+  o.size = 0;
+  BAD(coll_transport_create(&o, &f, 0, 1, &t), "transport_create");
+  CHECK(f.destroyed == 0);
+  /* Each mandatory slot missing in turn. */
+  for (slot = 0; slot < 5; slot++) {
+    o = fake_ops();
+    switch (slot) {
+      case 0: o.isend = NULL; break;
+      case 1: o.irecv = NULL; break;
+      case 2: o.wait = NULL; break;
+      case 3: o.abort = NULL; break;
+      default: o.destroy = NULL; break;
+    }
+    f.destroyed = 0;
+    BAD(coll_transport_create(&o, &f, 0, 1, &t), "transport_create");
+    CHECK(f.destroyed <= 1);
+  }
+  /* Valid table, bad placement: ctx is the transport's, freed once. */
+  o = fake_ops();
+  f.destroyed = 0;
+  BAD(coll_transport_create(&o, &f, -1, 2, &t), "transport_create");
+  CHECK(f.destroyed == 1);
+  f.destroyed = 0;
+  BAD(coll_transport_create(&o, &f, 2, 2, &t), "transport_create");
+  CHECK(f.destroyed == 1);
+  f.destroyed = 0;
+  BAD(coll_transport_create(&o, &f, 0, 0, &t), "transport_create");
+  CHECK(f.destroyed == 1);
+  f.destroyed = 0;
+  BAD(coll_transport_create(&o, &f, 0, 1, NULL), "transport_create");
+  CHECK(f.destroyed == 1);
+  /* A good one, destroyed without a comm: its destroy runs once. */
+  f.destroyed = 0;
+  EXPECT(coll_transport_create(&o, &f, 1, 3, &t), COLL_OK, "");
+  CHECK(coll_transport_rank(t) == 1 && coll_transport_size(t) == 3);
+  coll_transport_destroy(t);
+  CHECK(f.destroyed == 1);
+  coll_transport_destroy(NULL);
+  CHECK(coll_transport_rank(NULL) == -1 && coll_transport_size(NULL) == -1);
+}
+
+static void comm_args(void) {
+  coll_transport_t *ts[2];
+  coll_comm_t *c = (coll_comm_t *)ts; /* must be overwritten */
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_abort_handle_t *h = NULL;
+  BAD(coll_inproc_create(0, ts), "inproc");
+  BAD(coll_inproc_create(-3, ts), "inproc");
+  BAD(coll_inproc_create(2, NULL), "inproc");
+  BAD(coll_comm_create(NULL, NULL, &c), "comm_create");
+  CHECK(c == NULL);
+  /* The transport moves to the comm also on failure (no leak, no double
+   * free: the sanitizer builds check). */
+  EXPECT(coll_inproc_create(2, ts), COLL_OK, "");
+  BAD(coll_comm_create(ts[0], NULL, NULL), "comm_create");
+  cfg.size = 0;
+  BAD(coll_comm_create(ts[1], &cfg, &c), "comm_create");
+  CHECK(c == NULL);
+  /* A config as an older caller compiled it (no name field) is fine. */
+  EXPECT(coll_inproc_create(1, ts), COLL_OK, "");
+  cfg.size = offsetof(coll_comm_config_t, name);
+  cfg.timeout_ms = 1000;
+  EXPECT(coll_comm_create(ts[0], &cfg, &c), COLL_OK, "");
+  CHECK(coll_comm_rank(c) == 0 && coll_comm_size(c) == 1);
+  CHECK(coll_comm_backend(c) != NULL && strcmp(coll_comm_backend(c), "cpu") == 0);
+  EXPECT(coll_comm_destroy(c), COLL_OK, "");
+  CHECK(coll_comm_rank(NULL) == -1 && coll_comm_size(NULL) == -1);
+  CHECK(coll_comm_backend(NULL) == NULL);
+  CHECK(coll_comm_destroy(NULL) == COLL_OK);
+  /* Abort handles. */
+  BAD(coll_comm_abort_handle(NULL, &h), "abort_handle");
+  EXPECT(coll_inproc_create(1, ts), COLL_OK, "");
+  EXPECT(coll_comm_create(ts[0], NULL, &c), COLL_OK, "");
+  BAD(coll_comm_abort_handle(c, NULL), "abort_handle");
+  coll_comm_destroy(c);
+  BAD(coll_abort(NULL), "abort");
+  CHECK(coll_is_aborted(NULL) == 0);
+  coll_abort_handle_release(NULL);
+}
+
+/* NCCL entry points on a machine without NCCL or a GPU, and the TCP and
+ * environment bootstraps with arguments they must refuse before any I/O. */
+static void backend_args(void) {
+  coll_unique_id_t id;
+  coll_comm_t *c = NULL;
+  coll_group_t *g = NULL;
+  coll_transport_t *t = NULL;
+  coll_comm_t *comms[2];
+  float buf[4];
+  void *bufs[1] = {buf};
+  int dev = 0;
+  coll_tcp_config_t tcfg = COLL_TCP_CONFIG_INIT;
+  memset(&id, 0, sizeof id);
+  REFUSED(coll_unique_id_create(NULL));
+  REFUSED(coll_comm_init_rank(0, 1, NULL, NULL, &c));
+  REFUSED(coll_comm_init_rank(-1, 1, &id, NULL, &c));
+  REFUSED(coll_comm_init_rank(0, 1, &id, NULL, NULL));
+  REFUSED(coll_group_create(NULL, 1, &g));
+  REFUSED(coll_group_create(&dev, 0, &g));
+  REFUSED(coll_group_create(&dev, 1, NULL));
+  REFUSED(coll_group_allreduce(NULL, bufs, 1, 4, COLL_F32, COLL_SUM, NULL, 0));
+  REFUSED(coll_group_broadcast(NULL, bufs, 1, 4, COLL_F32, 0, NULL, 0));
+  REFUSED(coll_group_split(NULL, comms));
+  /* TCP: refused before any rendezvous. */
+  BAD(coll_tcp_create(NULL, &t), "tcp");
+  tcfg.rank = 0;
+  tcfg.world = 2;
+  tcfg.master_addr = "127.0.0.1";
+  tcfg.master_port = 29999;
+  BAD(coll_tcp_create(&tcfg, NULL), "tcp");
+  tcfg.rank = -1;
+  BAD(coll_tcp_create(&tcfg, &t), "tcp");
+  tcfg.rank = 2;
+  BAD(coll_tcp_create(&tcfg, &t), "tcp");
+  tcfg.rank = 0;
+  tcfg.world = 0;
+  BAD(coll_tcp_create(&tcfg, &t), "tcp");
+  tcfg.world = 2;
+  tcfg.master_port = 0;
+  BAD(coll_tcp_create(&tcfg, &t), "tcp");
+  tcfg.master_port = 70000;
+  BAD(coll_tcp_create(&tcfg, &t), "tcp");
+  tcfg.master_port = 29999;
+  tcfg.size = 0;
+  BAD(coll_tcp_create(&tcfg, &t), "tcp");
+  /* env:// without the environment it needs. */
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  {
+    coll_status_t s = coll_comm_init_env(NULL, &c);
+    if (s == COLL_OK) {
+      t_fail(&g_fails, "coll_comm_init_env without RANK/WORLD_SIZE succeeded");
+      coll_comm_destroy(c);
+    } else if (coll_last_error()[0] == '\0') {
+      t_fail(&g_fails, "coll_comm_init_env failed (%s) without a text",
+             coll_status_name(s));
+    }
+  }
+  BAD(coll_comm_init_env(NULL, NULL), "init_env");
+}
+
+static void handles_rank(int rank, int world, void *arg) {
+  (void)rank, (void)world, (void)arg;
+  transport_args();
+  comm_args();
+  backend_args();
+}
+
+static void test_handles_and_transports(void **state) {
+  (void)state;
+  begin();
+  /* On a thread of its own, so that a call that wrongly blocks is a
+   * bounded failure. */
+  test_run_ranks(1, handles_rank, NULL, RUN_TIMEOUT_MS,
+                 "comm/transport argument checks");
+  end("comms, handles, transports");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tables),
+      cmocka_unit_test(test_error_text_per_thread),
+      cmocka_unit_test(test_argument_checks),
+      cmocka_unit_test(test_test_null_done),
+      cmocka_unit_test(test_handles_and_transports),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
