@@ -67,14 +67,16 @@ static coll_status_t packed(coll_cpu_t *cpu, const coll_work_t *w,
   pack = coll__scratch_get(&cpu->extra, total * es);
   if (pack == NULL) return COLL_ERR_NO_MEMORY;
   for (i = 0; i < w->nbufs; i++)
-    if (w->bufs[i].dtype == dt && w->bufs[i].count * es < PACK_LIMIT) {
+    if (w->bufs[i].dtype == dt && w->bufs[i].count > 0 &&
+        w->bufs[i].count * es < PACK_LIMIT) {
       memcpy(pack + off, w->bufs[i].data, w->bufs[i].count * es);
       off += w->bufs[i].count * es;
     }
   COLL_CHECK(coll__cpu_allreduce_buf(cpu, pack, total, dt, w->op));
   off = 0;
   for (i = 0; i < w->nbufs; i++)
-    if (w->bufs[i].dtype == dt && w->bufs[i].count * es < PACK_LIMIT) {
+    if (w->bufs[i].dtype == dt && w->bufs[i].count > 0 &&
+        w->bufs[i].count * es < PACK_LIMIT) {
       memcpy(w->bufs[i].data, pack + off, w->bufs[i].count * es);
       off += w->bufs[i].count * es;
     }
