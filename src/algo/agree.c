@@ -127,7 +127,8 @@ typedef struct agree {
 static coll_status_t swap(agree_t *A, int peer, int send, int recv,
                           agree_state_t *got) {
   pack(A->out, &A->st);
-  if (recv) COLL_CHECK(algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
+  if (recv)
+    COLL_CHECK(algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
   if (send)
     COLL_CHECK(algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
   if (recv) COLL_CHECK(algo_wait(&A->run, &A->req[0], AGREE_BYTES));

@@ -8,9 +8,11 @@
  * Float results are bit-identical on every rank: each element is combined in
  * one order, on one rank, and then copied.
  *
- * On any failure an algorithm aborts the transport if a request could still
- * be pending (so no buffer is touched after it returns), reaps every request
- * it posted, and returns the first error with a sentence in coll_last_error().
+ * On any failure except a descriptor mismatch in coll__agree, an algorithm
+ * aborts the transport (so no buffer is touched after it returns, and peers
+ * waiting on this rank fail at once instead of at their deadline), reaps
+ * every request it posted, and returns the first error with a sentence in
+ * coll_last_error().
  * One thread per context. */
 #ifndef COLL_ALGO_ALGO_H
 #define COLL_ALGO_ALGO_H
