@@ -30,6 +30,13 @@ extern "C" {
  * Compare with COLL_VERSION to detect a header/library skew. Any thread. */
 COLL_API int coll_version(void);
 
+/* The environment variables libcoll reads, for tools that list them:
+ * i in [0, coll_env_count()); static strings, NULL for i out of range.
+ * Any thread. */
+COLL_API int coll_env_count(void);
+COLL_API const char *coll_env_name(int i);
+COLL_API const char *coll_env_meaning(int i);
+
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */
 /* ------------------------------------------------------------------------ */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "coll.h"
 #include "core/log.h"
 
 static const char *const env_names[COLL_ENV_COUNT] = {
@@ -48,4 +49,14 @@ int coll__env_int(coll_env_t id, int64_t *out) {
   }
   *out = (int64_t)x;
   return 1;
+}
+
+int coll_env_count(void) { return COLL_ENV_COUNT; }
+
+const char *coll_env_name(int i) {
+  return (i >= 0 && i < COLL_ENV_COUNT) ? env_names[i] : NULL;
+}
+
+const char *coll_env_meaning(int i) {
+  return (i >= 0 && i < COLL_ENV_COUNT) ? env_meanings[i] : NULL;
 }

@@ -27,7 +27,7 @@
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                    \
     "bytes from which auto picks the ring over recursive doubling")           \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                      \
-    "pipeline segment of the CPU ring, bytes (default 1 MiB)")                \
+    "pipeline segment of the CPU ring, bytes (1 MiB; 256 KiB in-process)")    \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                    \
     "1 (default): ranks verify they agree on count/dtype/op; 0: skip")        \
   X(SIMD, "COLL_SIMD",                                                        \

@@ -22,13 +22,13 @@ static coll_status_t wait1(coll_transport_t *t, coll_treq_t r) {
   return coll__t_wait(t, r, coll__deadline(60000), NULL);
 }
 
-#define CK(call)                                                         \
-  do {                                                                   \
-    coll_status_t s_ = (call);                                           \
-    if (s_ != COLL_OK) {                                                 \
+#define CK(call)                                                            \
+  do {                                                                      \
+    coll_status_t s_ = (call);                                              \
+    if (s_ != COLL_OK) {                                                    \
       fprintf(stderr, "rank %d: %s: %s\n", rank, #call, coll_last_error()); \
-      exit(1);                                                           \
-    }                                                                    \
+      exit(1);                                                              \
+    }                                                                       \
   } while (0)
 
 /* Both ranks agree on an iteration count: rank 0 picks, rank 1 learns. */
@@ -38,8 +38,7 @@ static long agree_iters(coll_transport_t *t, int rank, long n) {
   return n;
 }
 
-static void pingpong_once(coll_transport_t *t, int rank, char *buf,
-                          size_t n) {
+static void pingpong_once(coll_transport_t *t, int rank, char *buf, size_t n) {
   if (rank == 0) {
     CK(coll__t_send(t, 1, 1, buf, n, -1));
     CK(coll__t_recv(t, 1, 1, buf, n, -1));
@@ -68,8 +67,8 @@ static void pp_adapter(coll_transport_t *t, int rank, char *s, char *r,
   pingpong_once(t, rank, s, n);
 }
 
-static double timed(coll_transport_t *t, int rank, once_fn fn, char *s,
-                    char *r, size_t n) {
+static double timed(coll_transport_t *t, int rank, once_fn fn, char *s, char *r,
+                    size_t n) {
   long i, iters = 10;
   uint64_t t0;
   for (i = 0; i < 20; i++) fn(t, rank, s, r, n); /* warm up */
@@ -126,18 +125,19 @@ static int bench(tt_job_t *job, int rank, int world, void *arg) {
     double pp = timed(t, rank, pp_adapter, s, r, lat[i]);
     double ex = timed(t, rank, exchange_once, s, r, lat[i]);
     if (rank == 0)
-      printf("%8zu B  ping-pong one-way %7.2f us   exchange %7.2f us\n",
-             lat[i], pp / 2 * 1e6, ex * 1e6);
+      printf("%8zu B  ping-pong one-way %7.2f us   exchange %7.2f us\n", lat[i],
+             pp / 2 * 1e6, ex * 1e6);
   }
   for (i = 0; i < 2; i++) {
     long count = (long)(g_stream_bytes / bw[i]);
     double sec = stream(t, rank, rank == 0 ? r : s, bw[i], count);
     double ex = timed(t, rank, exchange_once, s, r, bw[i]);
     if (rank == 0)
-      printf("%8zu B  stream %6.2f GB/s   exchange %6.2f GB/s each way "
-             "(%.0f us)\n",
-             bw[i], (double)bw[i] * (double)count / sec / 1e9,
-             (double)bw[i] / ex / 1e9, ex * 1e6);
+      printf(
+          "%8zu B  stream %6.2f GB/s   exchange %6.2f GB/s each way "
+          "(%.0f us)\n",
+          bw[i], (double)bw[i] * (double)count / sec / 1e9,
+          (double)bw[i] / ex / 1e9, ex * 1e6);
   }
   fflush(stdout);
   coll_transport_destroy(t);

@@ -149,8 +149,7 @@ static pid_t fork_one(tt_job_t *job, int rank, int world, tt_rank_fn fn,
   return pid;
 }
 
-void tt_spawn(tt_job_t *job, int world, tt_rank_fn fn, void *arg,
-              pid_t *pids) {
+void tt_spawn(tt_job_t *job, int world, tt_rank_fn fn, void *arg, pid_t *pids) {
   int r;
   for (r = 0; r < world; r++) pids[r] = fork_one(job, r, world, fn, arg);
 }
@@ -178,8 +177,10 @@ int tt_wait(pid_t *pids, int n, int64_t timeout_ms, int *codes, char *msg,
     }
     if (left == 0) break;
     if (tt_now_ms() >= end) {
-      size_t used = (size_t)snprintf(msg, cap, "HANG: still running after "
-                                     "%lld ms:", (long long)timeout_ms);
+      size_t used = (size_t)snprintf(msg, cap,
+                                     "HANG: still running after "
+                                     "%lld ms:",
+                                     (long long)timeout_ms);
       for (i = 0; i < n; i++) {
         if (pids[i] <= 0 || codes[i] != -1) continue;
         if (used < cap)
@@ -223,7 +224,8 @@ int tt_wait_ready(tt_job_t *job, int n, int64_t timeout_ms) {
 /* 8 bytes per step of a 64-bit LCG, so big buffers are cheap to make and
  * check (also under sanitizers). */
 static uint64_t fill_seed(int src, int dst, int seq) {
-  return (uint64_t)(src * 131 + dst * 7 + seq * 1009 + 1) * 0x9E3779B97F4A7C15ull;
+  return (uint64_t)(src * 131 + dst * 7 + seq * 1009 + 1) *
+         0x9E3779B97F4A7C15ull;
 }
 
 void tt_fill(uint8_t *p, size_t n, int src, int dst, int seq) {

@@ -24,7 +24,7 @@ typedef struct tt_shared {
   atomic_int go;                  /* set by the parent */
   int status[TT_MAX_RANKS];       /* a status the rank observed */
   char text[TT_MAX_RANKS][TT_TEXT];
-  char addr[TT_MAX_RANKS][96];    /* scratch, e.g. for fake peers */
+  char addr[TT_MAX_RANKS][96]; /* scratch, e.g. for fake peers */
 } tt_shared_t;
 
 /* A job: its rendezvous directory, bind address and token. */
@@ -55,8 +55,7 @@ coll_status_t tt_create(tt_job_t *job, int rank, int world,
 typedef int (*tt_rank_fn)(tt_job_t *job, int rank, int world, void *arg);
 
 /* Forks `world` rank processes (pids[rank]). */
-void tt_spawn(tt_job_t *job, int world, tt_rank_fn fn, void *arg,
-              pid_t *pids);
+void tt_spawn(tt_job_t *job, int world, tt_rank_fn fn, void *arg, pid_t *pids);
 /* Forks one helper process running fn(job, -1, 0, arg). */
 pid_t tt_spawn_helper(tt_job_t *job, tt_rank_fn fn, void *arg);
 /* Waits for n processes until timeout_ms; codes[i] is the exit code (or

@@ -28,10 +28,10 @@ static int failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
   return 1;
 }
 
-#define TRY(call, what)                                          \
-  do {                                                           \
-    coll_status_t s_ = (call);                                   \
-    if (s_ != COLL_OK) return failed(job, rank, (what), s_);     \
+#define TRY(call, what)                                      \
+  do {                                                       \
+    coll_status_t s_ = (call);                               \
+    if (s_ != COLL_OK) return failed(job, rank, (what), s_); \
   } while (0)
 
 /* Waits (bounded by ms) and records what came back for the parent. */
@@ -60,7 +60,8 @@ static void expect_note(tt_job_t *job, int rank, coll_status_t s,
              job->sh->text[rank]);
 }
 
-/* ---- kill -9 in the middle of a long transfer ----------------------------- */
+/* ---- kill -9 in the middle of a long transfer -----------------------------
+ */
 
 #define KILL_WORLD 4
 #define KILL_VICTIM 3
@@ -134,7 +135,8 @@ static void test_kill9_mid_transfer(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- SIGSTOP: the others time out, never hang ----------------------------- */
+/* ---- SIGSTOP: the others time out, never hang -----------------------------
+ */
 
 #define STOP_BYTES ((size_t)64 << 20)
 
@@ -201,7 +203,8 @@ static void test_sigstop_times_out(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- abort from another thread -------------------------------------------- */
+/* ---- abort from another thread --------------------------------------------
+ */
 
 static void abort_later(void *arg) {
   tt_sleep_ms(200);
@@ -244,7 +247,8 @@ static void test_abort_wakes_wait(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- a rank that finishes first and leaves -------------------------------- */
+/* ---- a rank that finishes first and leaves --------------------------------
+ */
 
 #define LEAVE_BYTES ((size_t)4 << 20)
 
@@ -306,7 +310,8 @@ static void test_goodbye_fails_only_that_peer(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- refused handshakes, a mesh that never completes ---------------------- */
+/* ---- refused handshakes, a mesh that never completes ----------------------
+ */
 
 static int rank_wrong_token(tt_job_t *job, int rank, int world, void *arg) {
   coll_transport_t *t = NULL;

@@ -29,10 +29,10 @@ static int failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
   return 1;
 }
 
-#define TRY(call, what)                                          \
-  do {                                                           \
-    coll_status_t s_ = (call);                                   \
-    if (s_ != COLL_OK) return failed(job, rank, (what), s_);     \
+#define TRY(call, what)                                      \
+  do {                                                       \
+    coll_status_t s_ = (call);                               \
+    if (s_ != COLL_OK) return failed(job, rank, (what), s_); \
   } while (0)
 
 /* Sends MSG_BYTES to `peer` and receives as much from it; checks it. */
@@ -61,7 +61,8 @@ static void hold(tt_job_t *job, int *fds, int n) {
     if (fds[n] >= 0) close(fds[n]);
 }
 
-/* ---- foreign clients during the mesh -------------------------------------- */
+/* ---- foreign clients during the mesh --------------------------------------
+ */
 
 /* Against ranks 0 and 1: garbage, half a hello, silence, a wrong token and a
  * wrong job id (both claiming rank 2, a rank they expect). Records in its
@@ -101,8 +102,7 @@ static int foreign(tt_job_t *job, int rank, int world, void *arg) {
 
 /* Rank 2 arrives only after the strangers did their worst, so they hit
  * ranks 0 and 1 while those are still building the mesh. */
-static int rank_amid_strangers(tt_job_t *job, int rank, int world,
-                               void *arg) {
+static int rank_amid_strangers(tt_job_t *job, int rank, int world, void *arg) {
   coll_transport_t *t;
   int p, rc;
   (void)arg;
@@ -139,7 +139,8 @@ static void test_foreign_clients_do_not_disturb(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- a fake rank that lies after a valid handshake ------------------------ */
+/* ---- a fake rank that lies after a valid handshake ------------------------
+ */
 
 /* Fake rank 2 of 3: dials ranks 0 and 1 with the right token, sends rank 1
  * one valid message and then a frame with a forged source, and sends rank 0

@@ -27,14 +27,13 @@ static int failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
   return 1;
 }
 
-#define TRY(call, what)                                          \
-  do {                                                           \
-    coll_status_t s_ = (call);                                   \
-    if (s_ != COLL_OK) return failed(job, rank, (what), s_);     \
+#define TRY(call, what)                                      \
+  do {                                                       \
+    coll_status_t s_ = (call);                               \
+    if (s_ != COLL_OK) return failed(job, rank, (what), s_); \
   } while (0)
 
-static coll_status_t wait_len(coll_transport_t *t, coll_treq_t r,
-                              size_t *len) {
+static coll_status_t wait_len(coll_transport_t *t, coll_treq_t r, size_t *len) {
   return coll__t_wait(t, r, coll__deadline(WAIT_MS), len);
 }
 
@@ -67,8 +66,7 @@ static int rank_pairs(tt_job_t *job, int rank, int world, void *arg) {
     for (p = 0; p < world; p++) {
       if (p == rank) continue;
       rb[k][p] = xmalloc(small_sizes[k]);
-      TRY(coll__t_irecv(t, p, (uint32_t)k, rb[k][p], small_sizes[k],
-                        &rr[k][p]),
+      TRY(coll__t_irecv(t, p, (uint32_t)k, rb[k][p], small_sizes[k], &rr[k][p]),
           "irecv");
     }
   for (k = 0; k < NSMALL; k++)
@@ -76,8 +74,7 @@ static int rank_pairs(tt_job_t *job, int rank, int world, void *arg) {
       if (p == rank) continue;
       sb[k][p] = xmalloc(small_sizes[k]);
       tt_fill(sb[k][p], small_sizes[k], rank, p, k);
-      TRY(coll__t_isend(t, p, (uint32_t)k, sb[k][p], small_sizes[k],
-                        &sr[k][p]),
+      TRY(coll__t_isend(t, p, (uint32_t)k, sb[k][p], small_sizes[k], &sr[k][p]),
           "isend");
     }
   for (k = 0; k < NSMALL; k++)
@@ -196,8 +193,8 @@ static int rank_fifo(tt_job_t *job, int rank, int world, void *arg) {
     TRY(wait_len(t, go, NULL), "go");
     tt_sleep_ms(100);
     for (i = NFIFO / 3; i < NFIFO; i++)
-      TRY(coll__t_irecv(t, 0, (uint32_t)(order[i] % 3), buf[order[i]],
-                        FIFO_CAP, &req[order[i]]),
+      TRY(coll__t_irecv(t, 0, (uint32_t)(order[i] % 3), buf[order[i]], FIFO_CAP,
+                        &req[order[i]]),
           "irecv");
     for (i = 0; i < NFIFO; i++) {
       TRY(wait_len(t, req[i], &len), "wait recv");
@@ -280,7 +277,8 @@ static void test_early_and_posted(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- too-long messages ---------------------------------------------------- */
+/* ---- too-long messages ----------------------------------------------------
+ */
 
 #define GUARD 0xEE
 
@@ -291,8 +289,8 @@ static int expect_mismatch(tt_job_t *job, coll_transport_t *t, coll_treq_t r,
   size_t len = 0, i;
   coll_status_t s = wait_len(t, r, &len);
   if (s != COLL_ERR_LENGTH_MISMATCH || len != sent) {
-    fprintf(stderr, "rank 1: want LENGTH_MISMATCH/%zu, got %s/%zu: %s\n",
-            sent, coll_status_name(s), len, coll_last_error());
+    fprintf(stderr, "rank 1: want LENGTH_MISMATCH/%zu, got %s/%zu: %s\n", sent,
+            coll_status_name(s), len, coll_last_error());
     return 2;
   }
   if (strstr(coll_last_error(), "rank 0") == NULL) {
@@ -302,8 +300,8 @@ static int expect_mismatch(tt_job_t *job, coll_transport_t *t, coll_treq_t r,
   }
   for (i = cap; i < cap + 4096; i++)
     if (buf[i] != GUARD) {
-      fprintf(stderr, "rank 1: byte %zu past the %zu-byte receive written\n",
-              i, cap);
+      fprintf(stderr, "rank 1: byte %zu past the %zu-byte receive written\n", i,
+              cap);
       return 2;
     }
   (void)job;
@@ -364,7 +362,8 @@ static void test_length_mismatch(void **state) {
   tt_job_fini(&job);
 }
 
-/* ---- sends to self, and a timed-out wait waited again --------------------- */
+/* ---- sends to self, and a timed-out wait waited again ---------------------
+ */
 
 static int rank_self_and_retry(tt_job_t *job, int rank, int world, void *arg) {
   coll_transport_t *t;
@@ -406,8 +405,7 @@ static int rank_self_and_retry(tt_job_t *job, int rank, int world, void *arg) {
   } else {
     TRY(coll__t_recv(t, 1, 8, r1, 1, coll__deadline(WAIT_MS)), "go");
     tt_fill(s1, sizeof s1, 0, 1, 9);
-    TRY(coll__t_send(t, 1, 9, s1, sizeof s1, coll__deadline(WAIT_MS)),
-        "send");
+    TRY(coll__t_send(t, 1, 9, s1, sizeof s1, coll__deadline(WAIT_MS)), "send");
   }
   coll_transport_destroy(t);
   return 0;

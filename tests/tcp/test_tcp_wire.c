@@ -35,23 +35,30 @@ static void expect_sha(const void *data, size_t len, const char *want) {
 static void test_sha256_vectors(void **state) {
   char *mil = malloc(1000000);
   (void)state;
-  expect_sha("", 0,
-             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  expect_sha("abc", 3,
-             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  expect_sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
-             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  expect_sha(
+      "", 0,
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  expect_sha(
+      "abc", 3,
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  expect_sha(
+      "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   assert_non_null(mil);
   memset(mil, 'a', 1000000);
-  expect_sha(mil, 1000000,
-             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  expect_sha(
+      mil, 1000000,
+      "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   memset(mil, 'x', 64);
-  expect_sha(mil, 55,
-             "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072");
-  expect_sha(mil, 56,
-             "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e");
-  expect_sha(mil, 64,
-             "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c");
+  expect_sha(
+      mil, 55,
+      "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072");
+  expect_sha(
+      mil, 56,
+      "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e");
+  expect_sha(
+      mil, 64,
+      "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c");
   free(mil);
 }
 
@@ -73,22 +80,44 @@ static void test_hmac_vectors(void **state) {
   (void)state;
   memset(k1, 0x0b, sizeof k1);
   memset(k6, 0xaa, sizeof k6);
-  expect_hmac(k1, sizeof k1, "Hi There",
-              "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
-  expect_hmac("Jefe", 4, "what do ya want for nothing?",
-              "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-  expect_hmac(k6, sizeof k6,
-              "Test Using Larger Than Block-Size Key - Hash Key First",
-              "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  expect_hmac(
+      k1, sizeof k1, "Hi There",
+      "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  expect_hmac(
+      "Jefe", 4, "what do ya want for nothing?",
+      "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  expect_hmac(
+      k6, sizeof k6, "Test Using Larger Than Block-Size Key - Hash Key First",
+      "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 static void test_frame_layout(void **state) {
   uint8_t b[COLL_TCP_FRAME_BYTES];
   coll_tcp_frame_t f;
-  static const uint8_t want[COLL_TCP_FRAME_BYTES] = {
-      'C', 'O', 'L', 'L', 1, 0, COLL_TCP_K_DATA, COLL_TCP_F_MORE,
-      0x03, 0x02, 0x01, 0x00, 0xef, 0xbe, 0xad, 0xde,
-      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+  static const uint8_t want[COLL_TCP_FRAME_BYTES] = {'C',
+                                                     'O',
+                                                     'L',
+                                                     'L',
+                                                     1,
+                                                     0,
+                                                     COLL_TCP_K_DATA,
+                                                     COLL_TCP_F_MORE,
+                                                     0x03,
+                                                     0x02,
+                                                     0x01,
+                                                     0x00,
+                                                     0xef,
+                                                     0xbe,
+                                                     0xad,
+                                                     0xde,
+                                                     0x08,
+                                                     0x07,
+                                                     0x06,
+                                                     0x05,
+                                                     0x04,
+                                                     0x03,
+                                                     0x02,
+                                                     0x01};
   (void)state;
   coll__tcp_frame_encode(b, COLL_TCP_K_DATA, COLL_TCP_F_MORE, 0x010203,
                          0xdeadbeef, 0x0102030405060708ull);
@@ -133,8 +162,8 @@ static coll_tcp_hs_result_t run_hs(const char *job_c, const char *tok_c,
     assert_memory_equal(nc_seen, nc, sizeof nc);
   }
   coll__tcp_hs_welcome(&a, peer, res, ns, nc_seen, we);
-  *connector = coll__tcp_hs_check_welcome(&c, we, 0, ns_seen, nc, why,
-                                          sizeof why);
+  *connector =
+      coll__tcp_hs_check_welcome(&c, we, 0, ns_seen, nc, why, sizeof why);
   return res;
 }
 
@@ -151,16 +180,12 @@ static void test_handshake_verdicts(void **state) {
   assert_int_equal(cs, COLL_ERR_PROTOCOL);
   assert_int_equal(run_hs("job", NULL, 3, 4, "s3cret", &cs),
                    COLL_TCP_HS_BAD_AUTH);
-  assert_int_equal(run_hs("other", NULL, 1, 4, NULL, &cs),
-                   COLL_TCP_HS_BAD_JOB);
+  assert_int_equal(run_hs("other", NULL, 1, 4, NULL, &cs), COLL_TCP_HS_BAD_JOB);
   assert_int_equal(cs, COLL_ERR_PROTOCOL);
-  assert_int_equal(run_hs("job", NULL, 1, 5, NULL, &cs),
-                   COLL_TCP_HS_BAD_WORLD);
+  assert_int_equal(run_hs("job", NULL, 1, 5, NULL, &cs), COLL_TCP_HS_BAD_WORLD);
   /* Rank 0 is the acceptor: rank 0 itself may not dial it, nor rank 4. */
-  assert_int_equal(run_hs("job", NULL, 0, 4, NULL, &cs),
-                   COLL_TCP_HS_BAD_RANK);
-  assert_int_equal(run_hs("job", NULL, 4, 4, NULL, &cs),
-                   COLL_TCP_HS_BAD_RANK);
+  assert_int_equal(run_hs("job", NULL, 0, 4, NULL, &cs), COLL_TCP_HS_BAD_RANK);
+  assert_int_equal(run_hs("job", NULL, 4, 4, NULL, &cs), COLL_TCP_HS_BAD_RANK);
 }
 
 /* The acceptor has a token, the connector answers with the right one but
@@ -211,9 +236,9 @@ static void roundtrip(const char *text, const char *want) {
 static void test_addr_text(void **state) {
   struct sockaddr_storage ss;
   socklen_t len;
-  const char *bad[] = {"1.2.3.4",       "1.2.3.4:",       "1.2.3.4:0",
-                       "1.2.3.4:65536", "[::1]5678",      "[::1:5678",
-                       "host:80",       "::1:5678",       ":80",
+  const char *bad[] = {"1.2.3.4",       "1.2.3.4:",    "1.2.3.4:0",
+                       "1.2.3.4:65536", "[::1]5678",   "[::1:5678",
+                       "host:80",       "::1:5678",    ":80",
                        "1.2.3.4:80x",   "999.1.1.1:80"};
   size_t i;
   (void)state;

@@ -104,8 +104,8 @@ void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why) {
           c, ev == TCP_EV_PROTO ? COLL_ERR_PROTOCOL : COLL_ERR_NO_MEMORY, text);
       return;
     case TCP_EV_GOODBYE:
-      snprintf(text, sizeof text,
-               "tcp: rank %d left: it closed its transport", c->peer);
+      snprintf(text, sizeof text, "tcp: rank %d left: it closed its transport",
+               c->peer);
       COLL_INFO(COLL_LOG_NET, "%s", text);
       coll__tcp_fail_conn(c, COLL_ERR_PEER_LOST, text);
       return;

@@ -42,8 +42,8 @@ static void put_head(uint8_t *p, uint8_t kind) {
  * the hello and welcome proofs different even over the same fields. */
 static void proof(const coll_tcp_hs_ctx_t *ctx, const char *label,
                   const uint8_t *job, const uint8_t *nonce_a,
-                  const uint8_t *nonce_b, uint32_t r1, uint32_t r2,
-                  uint32_t r3, uint8_t out[COLL_TCP_HASH_BYTES]) {
+                  const uint8_t *nonce_b, uint32_t r1, uint32_t r2, uint32_t r3,
+                  uint8_t out[COLL_TCP_HASH_BYTES]) {
   uint8_t nums[12];
   coll_bytes_t parts[5];
   if (ctx->token == NULL) {
@@ -115,8 +115,8 @@ void coll__tcp_hs_hello(const coll_tcp_hs_ctx_t *ctx, int peer,
   coll__put_le32(out + 12, (uint32_t)ctx->world);
   memcpy(out + 16, ctx->job, COLL_TCP_HASH_BYTES);
   memcpy(out + 48, nonce_c, COLL_TCP_NONCE_BYTES);
-  proof(ctx, "coll-tcp-hello", ctx->job, nonce_s, nonce_c,
-        (uint32_t)ctx->rank, (uint32_t)ctx->world, (uint32_t)peer, out + 64);
+  proof(ctx, "coll-tcp-hello", ctx->job, nonce_s, nonce_c, (uint32_t)ctx->rank,
+        (uint32_t)ctx->world, (uint32_t)peer, out + 64);
 }
 
 coll_tcp_hs_result_t coll__tcp_hs_check_hello(

@@ -134,7 +134,7 @@ struct tcp_conn {
   int rstate;
   uint8_t *rbuf; /* staging: headers and small payloads */
   size_t rpos, rend;
-  int in_msg;         /* a message is being read (more frames may follow) */
+  int in_msg; /* a message is being read (more frames may follow) */
   uint32_t cur_tag;
   int cur_more;       /* the frame being read is not the message's last */
   size_t cur_left;    /* payload bytes of the frame still to read */
@@ -180,8 +180,7 @@ struct tcp_transport {
 /* 1 once nothing may move on c any more: the transport was aborted or
  * failed, or this peer failed. Any thread. */
 static inline int coll__tcp_conn_stopped(const tcp_conn_t *c) {
-  return atomic_load(&c->t->aborted) ||
-         atomic_load(&c->t->fail.status) != 0 ||
+  return atomic_load(&c->t->aborted) || atomic_load(&c->t->fail.status) != 0 ||
          atomic_load(&c->fail.status) != 0;
 }
 

@@ -69,7 +69,8 @@ static void on_async(uv_async_t *a) {
   int i;
   if (atomic_load(&t->stopping)) {
     for (i = 0; i < t->world; i++)
-      if (t->conns[i].poll_init) uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
+      if (t->conns[i].poll_init)
+        uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
     uv_close((uv_handle_t *)&t->async, NULL);
     return;
   }
@@ -135,7 +136,8 @@ void coll__tcp_loop_stop(tcp_transport_t *t) {
   } else if (t->loop_init) {
     /* Never ran: close what was opened and let the loop settle. */
     for (i = 0; i < t->world; i++)
-      if (t->conns[i].poll_init) uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
+      if (t->conns[i].poll_init)
+        uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
     if (t->async_init) uv_close((uv_handle_t *)&t->async, NULL);
     uv_run(&t->loop, UV_RUN_DEFAULT);
   }

@@ -108,15 +108,14 @@ static void established(mesh_t *m, hs_t *h) {
   h->state = ST_IDLE;
   m->missing--;
   if (!h->out) m->in_missing--;
-  COLL_INFO(COLL_LOG_NET, "tcp: rank %d: connected to rank %d (%s)",
-            m->o->rank, h->peer, h->out ? "dialled" : "accepted");
+  COLL_INFO(COLL_LOG_NET, "tcp: rank %d: connected to rank %d (%s)", m->o->rank,
+            h->peer, h->out ? "dialled" : "accepted");
 }
 
 /* Refuses an incoming connection: logs why and sends the verdict. */
 static void in_refuse(mesh_t *m, hs_t *h, coll_tcp_hs_result_t res) {
-  COLL_WARN(COLL_LOG_NET,
-            "tcp: rank %d: refusing connection from %s: %s", m->o->rank,
-            h->where, coll__tcp_hs_result_text(res));
+  COLL_WARN(COLL_LOG_NET, "tcp: rank %d: refusing connection from %s: %s",
+            m->o->rank, h->where, coll__tcp_hs_result_text(res));
   h->refused = 1;
   coll__tcp_hs_welcome(&m->ctx, -1, res, h->nonce_s, h->nonce_c, h->buf);
   hs_io(h, COLL_TCP_K_WELCOME, 1, COLL_TCP_WELCOME_BYTES);
@@ -146,9 +145,8 @@ static coll_status_t step_done(mesh_t *m, hs_t *h) {
     hs_io(h, COLL_TCP_K_HELLO, 0, COLL_TCP_HELLO_BYTES);
   } else if (h->kind == COLL_TCP_K_HELLO) {
     int peer = -1;
-    coll_tcp_hs_result_t res =
-        coll__tcp_hs_check_hello(&m->ctx, h->buf, h->nonce_s, &peer,
-                                 h->nonce_c);
+    coll_tcp_hs_result_t res = coll__tcp_hs_check_hello(
+        &m->ctx, h->buf, h->nonce_s, &peer, h->nonce_c);
     if (res == COLL_TCP_HS_OK && m->fds[peer] >= 0) res = COLL_TCP_HS_DUPLICATE;
     if (res != COLL_TCP_HS_OK) {
       in_refuse(m, h, res);
@@ -181,7 +179,8 @@ static coll_status_t hs_pump(mesh_t *m, hs_t *h) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
       return COLL_OK;
     if (n <= 0) {
-      const char *why = n == 0 ? "closed during the handshake" : strerror(errno);
+      const char *why =
+          n == 0 ? "closed during the handshake" : strerror(errno);
       if (h->out) {
         out_retry(m, h, why);
       } else {
@@ -276,8 +275,8 @@ static void missing_list(const mesh_t *m, int lower, char *buf, size_t cap) {
   for (j = 0; j < m->o->world && used + 12 < cap; j++) {
     if (j == m->o->rank || m->fds[j] >= 0 || (j < m->o->rank) != lower)
       continue;
-    used += (size_t)snprintf(buf + used, cap - used, "%s%d", n++ ? ", " : "",
-                             j);
+    used +=
+        (size_t)snprintf(buf + used, cap - used, "%s%d", n++ ? ", " : "", j);
   }
   if (n == 0) snprintf(buf, cap, "none");
 }
@@ -296,8 +295,8 @@ static coll_status_t timed_out(mesh_t *m) {
 
 /* One round: dial what is due, poll everything, move bytes. */
 static coll_status_t mesh_round(mesh_t *m, struct pollfd *pf, hs_t **who) {
-  int64_t now = coll__now_ms(), wake = m->deadline < 0 ? now + 1000
-                                                       : m->deadline;
+  int64_t now = coll__now_ms(),
+          wake = m->deadline < 0 ? now + 1000 : m->deadline;
   int j, n = 0, i, listening;
   for (j = 0; j < m->o->rank; j++) {
     hs_t *h = &m->outs[j];
@@ -319,9 +318,9 @@ static coll_status_t mesh_round(mesh_t *m, struct pollfd *pf, hs_t **who) {
     pf[n] = (struct pollfd){m->lfd, POLLIN, 0};
     who[n++] = NULL;
   }
-  if (poll(pf, (nfds_t)n, (int)(wake > now ? (wake - now < 1000 ? wake - now
-                                                                : 1000)
-                                           : 0)) < 0 &&
+  if (poll(pf, (nfds_t)n,
+           (int)(wake > now ? (wake - now < 1000 ? wake - now : 1000) : 0)) <
+          0 &&
       errno != EINTR)
     return coll__err(COLL_ERR_SYSTEM, "tcp: poll(): %s", strerror(errno));
   for (i = 0; i < n; i++) {
@@ -436,8 +435,8 @@ coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
     coll__err_prefix("tcp: publishing this rank's address");
     goto out;
   }
-  COLL_INFO(COLL_LOG_NET, "tcp: rank %d of %d listening on %s", o->rank,
-            world, addr);
+  COLL_INFO(COLL_LOG_NET, "tcp: rank %d of %d listening on %s", o->rank, world,
+            addr);
   s = mesh_run(&m, rdv);
 out:
   mesh_cleanup(&m, s != COLL_OK);

@@ -217,8 +217,9 @@ static int poll_ms(uint64_t end) {
   uint64_t now = coll__now_ns();
   if (end == 0) return -1;
   if (now >= end) return 0;
-  return (end - now) / 1000000u > INT_MAX ? INT_MAX
-                                          : (int)((end - now + 999999u) / 1000000u);
+  return (end - now) / 1000000u > INT_MAX
+             ? INT_MAX
+             : (int)((end - now + 999999u) / 1000000u);
 }
 
 /* Drives r to completion on this thread until the deadline. The loop

@@ -296,8 +296,8 @@ static tcp_ev_t on_header(tcp_conn_t *c, int force, char *why) {
              c->peer, f.src);
   } else if (f.len > c->t->x.frame_cap) {
     snprintf(why, TCP_WHY_MAX,
-             "rank %d sent a frame of %llu bytes, over the cap of %zu",
-             c->peer, (unsigned long long)f.len, c->t->x.frame_cap);
+             "rank %d sent a frame of %llu bytes, over the cap of %zu", c->peer,
+             (unsigned long long)f.len, c->t->x.frame_cap);
   } else if (f.kind == COLL_TCP_K_GOODBYE && !c->in_msg && f.len == 0) {
     c->rstate = RS_CLOSED;
     return TCP_EV_GOODBYE;

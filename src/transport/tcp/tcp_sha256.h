@@ -21,8 +21,7 @@ void coll__sha256_init(coll_sha256_t *s);
 void coll__sha256_update(coll_sha256_t *s, const void *data, size_t len);
 void coll__sha256_final(coll_sha256_t *s, uint8_t out[COLL_SHA256_BYTES]);
 /* One-shot digest. */
-void coll__sha256(const void *data, size_t len,
-                  uint8_t out[COLL_SHA256_BYTES]);
+void coll__sha256(const void *data, size_t len, uint8_t out[COLL_SHA256_BYTES]);
 
 /* HMAC-SHA-256 over the concatenation of n parts. */
 typedef struct coll_bytes {

@@ -15,8 +15,7 @@
 /* Parses "1.2.3.4:5678", "[::1]:5678" or "[fe80::1%eth0]:5678" (numeric
  * hosts only). COLL_ERR_INVALID_ARG with a sentence if malformed. */
 coll_status_t coll__tcp_addr_parse(const char *text,
-                                   struct sockaddr_storage *ss,
-                                   socklen_t *len);
+                                   struct sockaddr_storage *ss, socklen_t *len);
 /* Parses a numeric IPv4/IPv6 address (no port) and sets `port`. */
 coll_status_t coll__tcp_ip_parse(const char *ip, int port,
                                  struct sockaddr_storage *ss, socklen_t *len);

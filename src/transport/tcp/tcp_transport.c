@@ -134,8 +134,10 @@ static coll_status_t check_opts(const coll_tcp_opts_t *o,
     return coll__err(COLL_ERR_INVALID_ARG, "tcp: NULL argument");
   *out = NULL;
   if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
-    return coll__err(COLL_ERR_INVALID_ARG, "tcp: rank %d out of range for "
-                     "world %d", o->rank, o->world);
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "tcp: rank %d out of range for "
+                     "world %d",
+                     o->rank, o->world);
   if (o->bind_ip == NULL || o->job_id == NULL || rdv->publish == NULL ||
       rdv->lookup == NULL)
     return coll__err(COLL_ERR_INVALID_ARG,
@@ -192,8 +194,7 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   COLL_CHECK_GOTO(conns_init(t), s, fail);
   if (o->world > 1)
     COLL_CHECK_GOTO(coll__tcp_mesh_connect(&opts, rdv, x, fds), s, fail);
-  for (i = 0; i < o->world; i++)
-    t->conns[i].fd = i == o->rank ? -1 : fds[i];
+  for (i = 0; i < o->world; i++) t->conns[i].fd = i == o->rank ? -1 : fds[i];
   COLL_CHECK_GOTO(coll__tcp_loop_start(t), s, fail);
   free(fds);
   /* From here t belongs to the wrapper, which destroys it on failure. */

@@ -91,8 +91,7 @@ tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return TCP_EV_NONE;
-      snprintf(why, TCP_WHY_MAX, "rank %d lost: %s", c->peer,
-               strerror(errno));
+      snprintf(why, TCP_WHY_MAX, "rank %d lost: %s", c->peer, strerror(errno));
       return TCP_EV_LOST;
     }
     advance(c, (size_t)n);
@@ -118,8 +117,8 @@ int coll__tcp_tx_goodbye(tcp_conn_t *c, int64_t timeout_ms) {
   coll__tcp_frame_encode(hdr, COLL_TCP_K_GOODBYE, 0, (uint32_t)c->t->rank, 0,
                          0);
   while (off < sizeof hdr) {
-    ssize_t n = send(c->fd, hdr + off, sizeof hdr - off,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n =
+        send(c->fd, hdr + off, sizeof hdr - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       off += (size_t)n;
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {

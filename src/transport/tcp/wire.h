@@ -36,7 +36,7 @@ struct coll_tcp_frame_layout {
   uint8_t flags;    /* COLL_TCP_F_* */
   uint32_t src;     /* sender's rank */
   uint32_t tag;
-  uint64_t len;     /* payload bytes of this frame */
+  uint64_t len; /* payload bytes of this frame */
 };
 #define COLL_TCP_FRAME_BYTES 24
 _Static_assert(sizeof(struct coll_tcp_frame_layout) == COLL_TCP_FRAME_BYTES,
@@ -161,19 +161,18 @@ struct coll_tcp_welcome_layout {
   uint8_t mac[COLL_TCP_HASH_BYTES];
 };
 #define COLL_TCP_WELCOME_BYTES 48
-_Static_assert(sizeof(struct coll_tcp_welcome_layout) ==
-                   COLL_TCP_WELCOME_BYTES,
+_Static_assert(sizeof(struct coll_tcp_welcome_layout) == COLL_TCP_WELCOME_BYTES,
                "welcome must be 48 bytes");
 
 /* Why an acceptor refused a HELLO (sent back in WELCOME.result). */
-#define COLL_TCP_HS_RESULTS(X)                                       \
-  X(OK, 0, "accepted")                                               \
-  X(BAD_MAGIC, 1, "not a libcoll handshake")                         \
-  X(BAD_VERSION, 2, "wire protocol versions differ")                 \
-  X(BAD_JOB, 3, "job ids differ")                                    \
-  X(BAD_WORLD, 4, "world sizes differ")                              \
+#define COLL_TCP_HS_RESULTS(X)                                        \
+  X(OK, 0, "accepted")                                                \
+  X(BAD_MAGIC, 1, "not a libcoll handshake")                          \
+  X(BAD_VERSION, 2, "wire protocol versions differ")                  \
+  X(BAD_JOB, 3, "job ids differ")                                     \
+  X(BAD_WORLD, 4, "world sizes differ")                               \
   X(BAD_RANK, 5, "rank out of range or not expected to connect here") \
-  X(DUPLICATE, 6, "rank already connected")                          \
+  X(DUPLICATE, 6, "rank already connected")                           \
   X(BAD_AUTH, 7, "authentication token differs")
 
 typedef enum coll_tcp_hs_result {
