@@ -91,8 +91,8 @@ static coll_status_t allreduce_bufs(coll_nccl_be_t *be, const coll_work_t *w,
 static coll_status_t allreduce(coll_nccl_be_t *be, const coll_work_t *w,
                                cudaStream_t st) {
   const char *what = coll__work_name(w->kind);
-  ncclRedOp_t op;
-  ncclDataType_t dt;
+  ncclRedOp_t op = ncclSum;
+  ncclDataType_t dt = ncclFloat32;
   ncclResult_t r;
   COLL_CHECK(map_op(be, w->op, &op, what));
   if (w->nbufs > 0) return allreduce_bufs(be, w, op, 0, st);
@@ -109,7 +109,7 @@ static coll_status_t premul_sum(coll_nccl_be_t *be, const coll_work_t *w,
                                 cudaStream_t st) {
   const char *what = coll__work_name(w->kind);
   float factor = w->factor;
-  ncclRedOp_t op;
+  ncclRedOp_t op = ncclSum;
   ncclResult_t r;
   coll_status_t s;
   size_t i;

@@ -51,7 +51,7 @@ static int split_csv(char *line, char **fields, int max) {
 /* Asserts that coll-perf's CSV output holds `rows` rows of collective
  * `coll`, every checked variant with 0 wrong elements. */
 static void check_csv(const char *out, const char *coll, int rows) {
-  char *copy = strdup(out), *line, *save = NULL, *f[16];
+  char *copy = strdup(out), *line, *save = NULL, *f[16] = {0};
   int n = 0;
   assert_non_null(copy);
   line = strtok_r(copy, "\n", &save);
