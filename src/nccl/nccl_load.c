@@ -3,6 +3,7 @@
  * COLL_NCCL_LIBRARY, and the CUDA runtime), so libcoll.so links to neither,
  * and tells callers exactly which piece is missing. */
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -227,6 +228,12 @@ coll_status_t coll__nccl_ready(const char *what,
   return coll__cuda_ready(what, out);
 }
 
+static int is_driver(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  (void)data;
+  return info->dlpi_name != NULL && strstr(info->dlpi_name, "libcuda.so") != NULL;
+}
+
 const coll_nccl_table_t *coll__cuda_if_in_use(void) {
   static atomic_int driver_seen;
   const coll_nccl_table_t *t = NULL;
@@ -235,9 +242,10 @@ const coll_nccl_table_t *coll__cuda_if_in_use(void) {
    * libcuda.so.1 holds none, and asking the runtime would create a context
    * (and GPU memory) on behalf of a CPU-only user. */
   if (atomic_load(&installed) == NULL && !atomic_load(&driver_seen)) {
-    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (h == NULL) return NULL;
-    dlclose(h);
+    /* Walk the loaded objects instead of dlopen(RTLD_NOLOAD): that one
+     * searches the library path (a dozen failed openat per collective on a
+     * CPU-only machine), this one only reads the link map. */
+    if (dl_iterate_phdr(is_driver, NULL) == 0) return NULL;
     atomic_store(&driver_seen, 1);
   }
   coll__err_save(keep);
