@@ -14,6 +14,12 @@ coll_status_t coll__check_op(const char *what, coll_op_t op);
 /* count elements of dt (times `blocks`) must fit in size_t bytes. */
 coll_status_t coll__check_count(const char *what, size_t count, size_t blocks,
                                 coll_dtype_t dt);
+/* The checks every typed collective starts with: comm, dtype, op (when
+ * with_op), and count * blocks elements fitting in memory (blocks 0: one
+ * block per rank of the comm). */
+coll_status_t coll__check_typed(const char *what, const coll_comm_t *c,
+                                coll_dtype_t dt, int with_op, coll_op_t op,
+                                size_t count, size_t blocks);
 /* p may be NULL only when bytes == 0; asks the backend about its memory. */
 coll_status_t coll__check_buf(const char *what, const coll_comm_t *c,
                               const char *name, const void *p, size_t bytes);

@@ -66,3 +66,13 @@ coll_status_t coll__check_overlap(const char *what, const void *send,
                      what);
   return COLL_OK;
 }
+
+coll_status_t coll__check_typed(const char *what, const coll_comm_t *c,
+                                coll_dtype_t dt, int with_op, coll_op_t op,
+                                size_t count, size_t blocks) {
+  COLL_CHECK(coll__check_comm(what, c));
+  COLL_CHECK(coll__check_dtype(what, dt));
+  if (with_op) COLL_CHECK(coll__check_op(what, op));
+  return coll__check_count(what, count, blocks ? blocks : (size_t)c->world,
+                           dt);
+}

@@ -18,23 +18,21 @@ static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,
                                size_t count, coll_dtype_t dt, coll_op_t op,
                                void *stream, coll_request_t **req) {
   const char *what = "allreduce";
-  coll_work_t w = {.kind = COLL_WORK_ALLREDUCE};
+  coll_work_t w;
   size_t bytes;
   coll__err_clear();
-  COLL_CHECK(coll__check_comm(what, c));
-  COLL_CHECK(coll__check_dtype(what, dt));
-  COLL_CHECK(coll__check_op(what, op));
-  COLL_CHECK(coll__check_count(what, count, 1, dt));
+  COLL_CHECK(coll__check_typed(what, c, dt, 1, op, count, 1));
   bytes = count * coll_dtype_size(dt);
   COLL_CHECK(coll__check_buf(what, c, "send", send, bytes));
   COLL_CHECK(coll__check_buf(what, c, "recv", recv, bytes));
   COLL_CHECK(coll__check_overlap(what, send, bytes, recv, bytes));
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = dt;
-  w.op = op;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_ALLREDUCE,
+                   .send = send,
+                   .recv = recv,
+                   .count = count,
+                   .dtype = dt,
+                   .op = op,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -75,14 +73,15 @@ static coll_status_t batch(coll_comm_t *c, const coll_buffer_t *bufs,
                            size_t nbufs, coll_op_t op, void *stream,
                            coll_request_t **req) {
   const char *what = "allreduce_batch";
-  coll_work_t w = {.kind = COLL_WORK_ALLREDUCE};
+  coll_work_t w;
   coll__err_clear();
   COLL_CHECK(check_bufs(what, c, bufs, nbufs));
   COLL_CHECK(coll__check_op(what, op));
-  w.op = op;
-  w.nbufs = nbufs;
-  w.bufs = (coll_buffer_t *)bufs;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_ALLREDUCE,
+                   .op = op,
+                   .nbufs = nbufs,
+                   .bufs = (coll_buffer_t *)bufs,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -102,17 +101,18 @@ static coll_status_t premul(coll_comm_t *c, const coll_buffer_t *bufs,
                             size_t nbufs, float factor, void *stream,
                             coll_request_t **req) {
   const char *what = "allreduce_premul_sum";
-  coll_work_t w = {.kind = COLL_WORK_PREMUL_SUM};
+  coll_work_t w;
   coll__err_clear();
   COLL_CHECK(check_bufs(what, c, bufs, nbufs));
   if (!isfinite(factor))
     return coll__err(COLL_ERR_INVALID_ARG, "%s: factor %g is not finite",
                      what, (double)factor);
-  w.op = COLL_SUM;
-  w.factor = factor;
-  w.nbufs = nbufs;
-  w.bufs = (coll_buffer_t *)bufs;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_PREMUL_SUM,
+                   .op = COLL_SUM,
+                   .factor = factor,
+                   .nbufs = nbufs,
+                   .bufs = (coll_buffer_t *)bufs,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -135,19 +135,18 @@ static coll_status_t broadcast(coll_comm_t *c, void *buf, size_t count,
                                coll_dtype_t dt, int root, void *stream,
                                coll_request_t **req) {
   const char *what = "broadcast";
-  coll_work_t w = {.kind = COLL_WORK_BROADCAST};
+  coll_work_t w;
   coll__err_clear();
-  COLL_CHECK(coll__check_comm(what, c));
-  COLL_CHECK(coll__check_dtype(what, dt));
-  COLL_CHECK(coll__check_count(what, count, 1, dt));
+  COLL_CHECK(coll__check_typed(what, c, dt, 0, COLL_SUM, count, 1));
   COLL_CHECK(coll__check_rank(what, c, "root", root));
   COLL_CHECK(coll__check_buf(what, c, "data", buf,
                              count * coll_dtype_size(dt)));
-  w.recv = buf;
-  w.count = count;
-  w.dtype = dt;
-  w.root = root;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_BROADCAST,
+                   .recv = buf,
+                   .count = count,
+                   .dtype = dt,
+                   .root = root,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -168,23 +167,22 @@ static coll_status_t allgather(coll_comm_t *c, const void *send, void *recv,
                                size_t count, coll_dtype_t dt, void *stream,
                                coll_request_t **req) {
   const char *what = "allgather";
-  coll_work_t w = {.kind = COLL_WORK_ALLGATHER};
+  coll_work_t w;
   size_t block;
   coll__err_clear();
-  COLL_CHECK(coll__check_comm(what, c));
-  COLL_CHECK(coll__check_dtype(what, dt));
-  COLL_CHECK(coll__check_count(what, count, (size_t)c->world, dt));
+  COLL_CHECK(coll__check_typed(what, c, dt, 0, COLL_SUM, count, 0));
   block = count * coll_dtype_size(dt);
   COLL_CHECK(coll__check_buf(what, c, "send", send, block));
   COLL_CHECK(coll__check_buf(what, c, "recv", recv, block * (size_t)c->world));
   if (send != (char *)recv + (size_t)c->rank * block)
     COLL_CHECK(coll__check_overlap(what, send, block, recv,
                                    block * (size_t)c->world));
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = dt;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_ALLGATHER,
+                   .send = send,
+                   .recv = recv,
+                   .count = count,
+                   .dtype = dt,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -206,25 +204,23 @@ static coll_status_t reduce_scatter(coll_comm_t *c, const void *send,
                                     coll_op_t op, void *stream,
                                     coll_request_t **req) {
   const char *what = "reduce_scatter";
-  coll_work_t w = {.kind = COLL_WORK_REDUCE_SCATTER};
+  coll_work_t w;
   size_t block;
   coll__err_clear();
-  COLL_CHECK(coll__check_comm(what, c));
-  COLL_CHECK(coll__check_dtype(what, dt));
-  COLL_CHECK(coll__check_op(what, op));
-  COLL_CHECK(coll__check_count(what, count, (size_t)c->world, dt));
+  COLL_CHECK(coll__check_typed(what, c, dt, 1, op, count, 0));
   block = count * coll_dtype_size(dt);
   COLL_CHECK(coll__check_buf(what, c, "send", send, block * (size_t)c->world));
   COLL_CHECK(coll__check_buf(what, c, "recv", recv, block));
   if (recv != (const char *)send + (size_t)c->rank * block)
     COLL_CHECK(coll__check_overlap(what, send, block * (size_t)c->world, recv,
                                    block));
-  w.send = send;
-  w.recv = recv;
-  w.count = count;
-  w.dtype = dt;
-  w.op = op;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_REDUCE_SCATTER,
+                   .send = send,
+                   .recv = recv,
+                   .count = count,
+                   .dtype = dt,
+                   .op = op,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -246,13 +242,10 @@ static coll_status_t reduce(coll_comm_t *c, const void *send, void *recv,
                             size_t count, coll_dtype_t dt, coll_op_t op,
                             int root, void *stream, coll_request_t **req) {
   const char *what = "reduce";
-  coll_work_t w = {.kind = COLL_WORK_REDUCE};
+  coll_work_t w;
   size_t bytes;
   coll__err_clear();
-  COLL_CHECK(coll__check_comm(what, c));
-  COLL_CHECK(coll__check_dtype(what, dt));
-  COLL_CHECK(coll__check_op(what, op));
-  COLL_CHECK(coll__check_count(what, count, 1, dt));
+  COLL_CHECK(coll__check_typed(what, c, dt, 1, op, count, 1));
   COLL_CHECK(coll__check_rank(what, c, "root", root));
   bytes = count * coll_dtype_size(dt);
   COLL_CHECK(coll__check_buf(what, c, "send", send, bytes));
@@ -260,13 +253,14 @@ static coll_status_t reduce(coll_comm_t *c, const void *send, void *recv,
     COLL_CHECK(coll__check_buf(what, c, "recv", recv, bytes));
     COLL_CHECK(coll__check_overlap(what, send, bytes, recv, bytes));
   }
-  w.send = send;
-  w.recv = c->rank == root ? recv : NULL;
-  w.count = count;
-  w.dtype = dt;
-  w.op = op;
-  w.root = root;
-  w.stream = stream;
+  w = (coll_work_t){.kind = COLL_WORK_REDUCE,
+                   .send = send,
+                   .recv = c->rank == root ? recv : NULL,
+                   .count = count,
+                   .dtype = dt,
+                   .op = op,
+                   .root = root,
+                   .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -300,14 +294,15 @@ coll_status_t coll_ibarrier(coll_comm_t *c, coll_request_t **req) {
 static coll_status_t negotiate(coll_comm_t *c, coll_dtype_t local,
                                coll_dtype_t *agreed, coll_request_t **req) {
   const char *what = "negotiate_dtype";
-  coll_work_t w = {.kind = COLL_WORK_NEGOTIATE};
+  coll_work_t w;
   coll__err_clear();
   COLL_CHECK(coll__check_comm(what, c));
   COLL_CHECK(coll__check_dtype(what, local));
   if (agreed == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: agreed is NULL", what);
-  w.dtype = local;
-  w.agreed = agreed;
+  w = (coll_work_t){.kind = COLL_WORK_NEGOTIATE,
+                   .dtype = local,
+                   .agreed = agreed};
   return coll__issue(c, &w, req);
 }
 
@@ -327,7 +322,7 @@ static coll_status_t fedavg(coll_comm_t *c, float *data, size_t count,
                             int64_t deadline_ms, int *participants,
                             coll_request_t **req) {
   const char *what = "federated_average";
-  coll_work_t w = {.kind = COLL_WORK_FEDAVG};
+  coll_work_t w;
   coll__err_clear();
   COLL_CHECK(coll__check_comm(what, c));
   COLL_CHECK(coll__check_count(what, count, 1, COLL_F32));
@@ -336,12 +331,13 @@ static coll_status_t fedavg(coll_comm_t *c, float *data, size_t count,
     return coll__err(COLL_ERR_INVALID_ARG,
                      "%s: deadline_ms %lld is negative", what,
                      (long long)deadline_ms);
-  w.recv = data;
-  w.count = count;
-  w.dtype = COLL_F32;
-  w.op = COLL_AVG;
-  w.deadline_ms = deadline_ms;
-  w.participants = participants;
+  w = (coll_work_t){.kind = COLL_WORK_FEDAVG,
+                   .recv = data,
+                   .count = count,
+                   .dtype = COLL_F32,
+                   .op = COLL_AVG,
+                   .deadline_ms = deadline_ms,
+                   .participants = participants};
   return coll__issue(c, &w, req);
 }
 
