@@ -321,3 +321,10 @@ int tt_have_ipv6(void) {
   close(fd);
   return 1;
 }
+
+int tt_failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
+  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(s),
+          coll_last_error());
+  tt_note(job, rank, s, coll_last_error());
+  return 1;
+}

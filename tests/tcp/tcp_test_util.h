@@ -71,6 +71,17 @@ int tt_wait_ready(tt_job_t *job, int n, int64_t timeout_ms);
 
 /* Records a rank's observation for the parent. */
 void tt_note(tt_job_t *job, int rank, coll_status_t s, const char *text);
+/* Prints and notes a failed call for the parent; returns 1 (a rank's exit
+ * status). */
+int tt_failed(tt_job_t *job, int rank, const char *what, coll_status_t s);
+
+/* In a rank function with `job` and `rank` in scope: return tt_failed(...)
+ * when call does not return COLL_OK. */
+#define TRY(call, what)                                         \
+  do {                                                          \
+    coll_status_t s_ = (call);                                  \
+    if (s_ != COLL_OK) return tt_failed(job, rank, (what), s_); \
+  } while (0)
 
 /* Deterministic payload bytes for (src, dst, seq). */
 void tt_fill(uint8_t *p, size_t n, int src, int dst, int seq);

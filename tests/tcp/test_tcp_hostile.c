@@ -22,19 +22,6 @@
 #define MSG_BYTES ((size_t)1 << 20)
 #define HELPER (TT_MAX_RANKS - 1) /* slot of the helper's notes */
 
-static int failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
-  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(s),
-          coll_last_error());
-  tt_note(job, rank, s, coll_last_error());
-  return 1;
-}
-
-#define TRY(call, what)                                      \
-  do {                                                       \
-    coll_status_t s_ = (call);                               \
-    if (s_ != COLL_OK) return failed(job, rank, (what), s_); \
-  } while (0)
-
 /* Sends MSG_BYTES to `peer` and receives as much from it; checks it. */
 static int exchange(tt_job_t *job, coll_transport_t *t, int rank, int peer) {
   uint8_t *s = malloc(MSG_BYTES), *r = malloc(MSG_BYTES);

@@ -20,19 +20,6 @@
 #define JOB_MS 120000
 #define BIG ((size_t)8 << 20)
 
-static int failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
-  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_status_name(s),
-          coll_last_error());
-  tt_note(job, rank, s, coll_last_error());
-  return 1;
-}
-
-#define TRY(call, what)                                      \
-  do {                                                       \
-    coll_status_t s_ = (call);                               \
-    if (s_ != COLL_OK) return failed(job, rank, (what), s_); \
-  } while (0)
-
 static coll_status_t wait_len(coll_transport_t *t, coll_treq_t r, size_t *len) {
   return coll__t_wait(t, r, coll__deadline(WAIT_MS), len);
 }
