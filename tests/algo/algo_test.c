@@ -498,3 +498,25 @@ size_t at_report(const at_world_t *w, const at_case_t *cases, size_t ncases,
   }
   return failed;
 }
+
+size_t at_run_world(at_tp_t tp, int n, const at_case_t *cs, size_t nc) {
+  at_world_t w;
+  at_out_t *out = calloc(nc * (size_t)n + 1, sizeof *out);
+  int64_t t0 = test_now_ms();
+  size_t failed, leaked;
+  if (out == NULL || at_open(&w, n, tp) != 0) {
+    fprintf(stderr, "%s world %d: cannot set up the ranks\n", at_tp_name(tp),
+            n);
+    free(out);
+    return 1;
+  }
+  at_run_cases(&w, cs, nc, out, 60000);
+  if (getenv("ALGO_TEST_VERBOSE") != NULL)
+    fprintf(stderr, "%s world %d: %zu cases, %lld ms\n", at_tp_name(tp), n,
+            nc, (long long)(test_now_ms() - t0));
+  failed = at_report(&w, cs, nc, out);
+  leaked = at_close(&w);
+  if (leaked) fprintf(stderr, "%zu requests never waited\n", leaked);
+  free(out);
+  return failed + leaked;
+}

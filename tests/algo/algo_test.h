@@ -101,6 +101,11 @@ coll_status_t at_call(const at_case_t *c, const coll_algo_ctx_t *ctx,
 size_t at_report(const at_world_t *w, const at_case_t *cases, size_t ncases,
                  const at_out_t *out);
 
+/* Opens a world of n ranks over transport tp, runs the nc cases, reports
+ * every wrong result and every request never waited, closes it. Returns the
+ * number of failures (0: all good; a world that cannot open counts one). */
+size_t at_run_world(at_tp_t tp, int n, const at_case_t *cs, size_t nc);
+
 /* Data helpers (also used by the other test files). */
 int64_t at_value(coll_dtype_t dt, coll_op_t op, int rank, uint64_t salt,
                  size_t i);

@@ -103,23 +103,8 @@ static void run_worlds(size_t (*make)(at_case_t *, int)) {
   assert_non_null(cs);
   for (tp = 0; tp < AT_NTP; tp++)
     for (n = 1; n <= AT_MAXW; n++) {
-      at_world_t w;
       if (!at_world_wanted((at_tp_t)tp, n)) continue;
-      size_t nc = make(cs, n), leaked;
-      at_out_t *out = calloc(nc * (size_t)n, sizeof *out);
-      int64_t t0 = test_now_ms();
-      assert_non_null(out);
-      assert_int_equal(at_open(&w, n, (at_tp_t)tp), 0);
-      at_run_cases(&w, cs, nc, out, 60000);
-      if (getenv("ALGO_TEST_VERBOSE") != NULL)
-        fprintf(stderr, "%s world %d: %zu cases, %lld ms\n",
-                at_tp_name((at_tp_t)tp), n, nc,
-                (long long)(test_now_ms() - t0));
-      failed += at_report(&w, cs, nc, out);
-      leaked = at_close(&w);
-      if (leaked) fprintf(stderr, "%zu requests never waited\n", leaked);
-      failed += leaked;
-      free(out);
+      failed += at_run_world((at_tp_t)tp, n, cs, make(cs, n));
     }
   free(cs);
   assert_int_equal(failed, 0);
