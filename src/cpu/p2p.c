@@ -6,7 +6,7 @@
 #include "core/clock.h"
 #include "cpu/cpu.h"
 #include "cpu/req.h"
-#include "cpu/staging.h"
+#include "cuda/staging.h"
 
 typedef struct p2p_req {
   coll_request_t hdr;

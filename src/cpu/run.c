@@ -4,7 +4,7 @@
 
 #include "core/clock.h"
 #include "cpu/cpu.h"
-#include "cpu/staging.h"
+#include "cuda/staging.h"
 #include "reduce/reduce.h"
 
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {

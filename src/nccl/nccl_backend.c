@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "nccl/cuda_util.h"
+#include "cuda/cuda_util.h"
 #include "nccl/nccl_comm.h"
 
 static coll_status_t be_submit(coll_comm_t *c, const coll_work_t *w,

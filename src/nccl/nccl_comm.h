@@ -8,7 +8,7 @@
 #include <uv.h>
 
 #include "core/comm.h"
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 typedef struct coll_nccl_req coll_nccl_req_t;
 

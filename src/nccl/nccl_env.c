@@ -12,7 +12,7 @@
 #include "nccl/nccl_backend_choice.h"
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 #define UID_KEY "coll/nccl/unique_id"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "nccl/cuda_util.h"
+#include "cuda/cuda_util.h"
 #include "nccl/nccl_comm.h"
 
 struct coll_group {

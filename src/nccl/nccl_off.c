@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_off.c: libcoll built without the NCCL backend. Every NCCL function is
- * still there and says so; every pointer is host memory. */
+ * still there and says so. */
 #include <stddef.h>
 
 #include "core/error.h"
-#include "cpu/staging.h"
 #include "nccl/nccl_backend_choice.h"
 #include "nccl/nccl_env.h"
 
@@ -102,15 +101,4 @@ coll_status_t coll__nccl_comm_from_store(coll_store_t *store, int rank,
   (void)store, (void)rank, (void)world, (void)cfg, (void)timeout_ms;
   if (out != NULL) *out = NULL;
   return not_built("nccl init");
-}
-
-int coll__work_on_device(const coll_work_t *w) {
-  (void)w;
-  return 0;
-}
-
-coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
-                               coll_host_run_fn run) {
-  (void)cpu, (void)w, (void)run;
-  return not_built("staging");
 }

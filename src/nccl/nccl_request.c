@@ -13,7 +13,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "nccl/cuda_util.h"
+#include "cuda/cuda_util.h"
 #include "nccl/nccl_comm.h"
 
 static coll_status_t req_wait_op(coll_request_t *hdr);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* staging_pool.h: pinned host slabs (with their copy events) kept for reuse,
  * since cudaHostAlloc costs far more than one staged collective. */
-#ifndef COLL_NCCL_STAGING_POOL_H
-#define COLL_NCCL_STAGING_POOL_H
+#ifndef COLL_CUDA_STAGING_POOL_H
+#define COLL_CUDA_STAGING_POOL_H
 
 #include <uv.h>
 
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 #define COLL_STAGE_SLOTS 3
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* staging_pool.c: the pinned slab pool behind device-buffer staging. */
-#include "nccl/staging_pool.h"
+#include "cuda/staging_pool.h"
 
 #include <stdlib.h>
 

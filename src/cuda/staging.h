@@ -4,8 +4,8 @@
  * pinned host buffers (in segments, copies overlapping the ring) by calling
  * back into the host path. Without the NCCL backend built every pointer is
  * host memory. */
-#ifndef COLL_CPU_STAGING_H
-#define COLL_CPU_STAGING_H
+#ifndef COLL_CUDA_STAGING_H
+#define COLL_CUDA_STAGING_H
 
 #include "core/comm.h"
 

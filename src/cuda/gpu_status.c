@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_status.c: the one place where ncclResult_t and cudaError_t become
+/* gpu_status.c: the one place where ncclResult_t and cudaError_t become
  * coll_status_t, each with the library's own text. */
 #include <stdio.h>
 
 #include "core/error.h"
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 coll_status_t coll__nccl_result(const coll_nccl_table_t *t, ncclResult_t r,
                                 ncclComm_t c, const char *what) {

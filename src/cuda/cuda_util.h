@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_util.h: the current CUDA device saved and restored around every call
  * that needs another one, and memory kinds told apart by the CUDA runtime. */
-#ifndef COLL_NCCL_CUDA_UTIL_H
-#define COLL_NCCL_CUDA_UTIL_H
+#ifndef COLL_CUDA_CUDA_UTIL_H
+#define COLL_CUDA_CUDA_UTIL_H
 
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 /* Makes `dev` current, saving the caller's device in *saved. On failure the
  * caller's device is unchanged and *saved is -1. Pair with leave. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_load.c: fills the NCCL/CUDA table by dlopen (libnccl.so.2 or
+/* gpu_load.c: fills the NCCL/CUDA table by dlopen (libnccl.so.2 or
  * COLL_NCCL_LIBRARY, and the CUDA runtime), so libcoll.so links to neither,
  * and tells callers exactly which piece is missing. */
 #include <dlfcn.h>
@@ -13,7 +13,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 /* The CUDA runtime this file was compiled against comes first; other majors
  * follow because the few entry points used here kept their ABI. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_util.c: current-device save/restore and pointer kinds. */
-#include "nccl/cuda_util.h"
+#include "cuda/cuda_util.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_table.h: every NCCL and CUDA runtime entry point libcoll uses, reached
+/* gpu_table.h: every NCCL and CUDA runtime entry point libcoll uses, reached
  * through one table. In production the table is filled by dlopen (libcoll.so
  * has no link dependency on CUDA); tests install a host-memory stand-in. */
-#ifndef COLL_NCCL_NCCL_TABLE_H
-#define COLL_NCCL_NCCL_TABLE_H
+#ifndef COLL_CUDA_GPU_TABLE_H
+#define COLL_CUDA_GPU_TABLE_H
 
 /* nccl.h declares `ncclGroupStart()` without a prototype. */
 #pragma GCC diagnostic push
@@ -37,7 +37,7 @@ typedef struct coll_nccl_table {
   cudaError_t (*cuda_event_record)(cudaEvent_t e, cudaStream_t s);
   cudaError_t (*cuda_event_query)(cudaEvent_t e);
   cudaError_t (*cuda_event_destroy)(cudaEvent_t e);
-  /* attr points at COLL_CUDA_ATTR_BYTES zeroed bytes (see cuda_mem.c). */
+  /* attr points at COLL_CUDA_ATTR_BYTES zeroed bytes (see cuda_util.c). */
   cudaError_t (*cuda_pointer_get_attributes)(struct cudaPointerAttributes *a,
                                              const void *p);
   cudaError_t (*cuda_memcpy_async)(void *dst, const void *src, size_t bytes,

@@ -18,9 +18,9 @@
 #include "core/clock.h"
 #include "core/comm.h"
 #include "core/error.h"
-#include "cpu/staging.h"
-#include "nccl/cuda_util.h"
-#include "nccl/staging_pool.h"
+#include "cuda/staging.h"
+#include "cuda/cuda_util.h"
+#include "cuda/staging_pool.h"
 
 #define SEG_BYTES ((size_t)4 << 20) /* per slot; fixed so ranks agree */
 
