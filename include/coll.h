@@ -126,15 +126,24 @@ typedef struct coll_group coll_group_t;               /* NCCL: many GPUs */
 /* ------------------------------------------------------------------------ */
 
 /* Caller-filled; start from COLL_COMM_CONFIG_INIT. New fields only at the end.
- *  timeout_ms: bound on every wait of a collective on this comm; 0 takes
- *              COLL_TIMEOUT_MS or the default (300000); < 0 waits forever.
- *  name:       shown in logs and error texts; copied, may be NULL. */
+ *  timeout_ms:   bound on every wait of a collective on this comm, and on
+ *                the comm's creation where it waits for peers (NCCL init);
+ *                0 takes COLL_TIMEOUT_MS or the default (300000); < 0
+ *                waits forever.
+ *  name:         shown in logs and error texts (and NCCL's commName);
+ *                copied, may be NULL.
+ *  abort_handle: NULL, or a handle from coll_abort_handle_create() that the
+ *                new comm adopts as its own (the comm takes a reference; the
+ *                caller keeps its own). Aborting it while the comm is being
+ *                created ends the creation with COLL_ERR_ABORTED; a handle
+ *                serves one comm or one group, once. */
 typedef struct coll_comm_config {
   size_t size;
   int64_t timeout_ms;
   const char *name;
+  coll_abort_handle_t *abort_handle;
 } coll_comm_config_t;
-#define COLL_COMM_CONFIG_INIT {sizeof(coll_comm_config_t), 0, NULL}
+#define COLL_COMM_CONFIG_INIT {sizeof(coll_comm_config_t), 0, NULL, NULL}
 
 /* ------------------------------------------------------------------------ */
 /* Transports                                                               */
@@ -392,6 +401,10 @@ COLL_API coll_status_t coll_test(coll_request_t *req, int *done);
 /* Refcounted; every function below may be called from any thread at any
  * time, also while the comm is being destroyed or after it was. */
 
+/* A handle bound to no comm yet, for coll_comm_config_t.abort_handle, so a
+ * watchdog can end a comm's creation (an NCCL init waiting for a rank that
+ * never comes) as well as its collectives. */
+COLL_API coll_status_t coll_abort_handle_create(coll_abort_handle_t **out);
 /* A new reference to the comm's abort handle; release it when done. */
 COLL_API coll_status_t coll_comm_abort_handle(coll_comm_t *c,
                                               coll_abort_handle_t **out);
@@ -399,7 +412,7 @@ COLL_API coll_status_t coll_comm_abort_handle(coll_comm_t *c,
  * promptly, every later one fails at once with it. Idempotent; a no-op once
  * the comm was destroyed. */
 COLL_API coll_status_t coll_abort(coll_abort_handle_t *h);
-/* 1 once coll_abort was called on this handle's comm, else 0 (0 for NULL). */
+/* 1 once coll_abort was called on this handle, else 0 (0 for NULL). */
 COLL_API int coll_is_aborted(const coll_abort_handle_t *h);
 COLL_API void coll_abort_handle_release(coll_abort_handle_t *h);
 
@@ -423,10 +436,24 @@ COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
                                            const coll_comm_config_t *cfg,
                                            coll_comm_t **out);
 
-/* A group of comms over several devices of this process (ncclCommInitAll).
- * The caller's current CUDA device is unchanged by every group call. */
+/* A group of comms over several devices of this process (one unique id,
+ * one nonblocking ncclCommInitRankConfig per device inside one NCCL group,
+ * as ncclCommInitAll does). The caller's current CUDA device is unchanged
+ * by every group call. coll_group_create() is coll_group_create_config()
+ * with a NULL config. One thread. */
 COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
                                          coll_group_t **out);
+/* cfg (may be NULL): timeout_ms bounds the init (COLL_ERR_TIMEOUT naming
+ * the devices still initialising), name prefixes the comms' names, and
+ * abort_handle becomes the group's handle: aborting it ends the init, and
+ * later aborts every comm of the group, also after coll_group_split(). */
+COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
+                                                const coll_comm_config_t *cfg,
+                                                coll_group_t **out);
+/* A new reference to the group's abort handle (there is one from creation,
+ * whether or not the config gave one). Release it when done. Any thread. */
+COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
+                                               coll_abort_handle_t **out);
 /* bufs[i] and streams[i] belong to device i of the group: nbufs must equal
  * the group size, nstreams must be 0 (default streams) or the group size. */
 COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,

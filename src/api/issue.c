@@ -7,6 +7,10 @@ coll_status_t coll__issue(coll_comm_t *c, const coll_work_t *w,
   coll_abort_handle_t *h = c->abort;
   coll_request_t *r = NULL;
   coll_status_t s;
+  if (c->ops->prepare != NULL) {
+    s = c->ops->prepare(c, w);
+    if (s != COLL_OK) return s;
+  }
   uv_mutex_lock(&h->guard);
   if (atomic_load(&h->aborted)) {
     uv_mutex_unlock(&h->guard);

@@ -14,12 +14,20 @@ int64_t coll__default_timeout_ms(void) {
   return 300000;
 }
 
+coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg) {
+  if (cfg == NULL || cfg->size < offsetof(coll_comm_config_t, abort_handle) +
+                                     sizeof(coll_abort_handle_t *))
+    return NULL;
+  return cfg->abort_handle;
+}
+
 coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
                              int world, const coll_comm_config_t *cfg,
                              coll_comm_t **out) {
   coll_comm_t *c;
   coll_status_t s;
   const char *name = NULL;
+  coll_abort_handle_t *adopt = NULL;
   int64_t timeout = 0;
   if (cfg != NULL) {
     if (cfg->size < offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t))
@@ -30,10 +38,17 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
     timeout = cfg->timeout_ms;
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
       name = cfg->name;
+    adopt = coll__config_abort_handle(cfg);
   }
   c = calloc(1, sizeof *c);
   if (c == NULL) return coll__err(COLL_ERR_NO_MEMORY, "comm: out of memory");
-  s = coll__abort_handle_new(&c->abort);
+  if (adopt != NULL) {
+    s = coll__abort_handle_bind(adopt, "comm");
+    if (s == COLL_OK) coll__abort_handle_ref(adopt);
+    c->abort = adopt;
+  } else {
+    s = coll__abort_handle_new(&c->abort);
+  }
   if (s != COLL_OK) {
     free(c);
     return s;

@@ -89,6 +89,11 @@ typedef struct coll_backend_ops {
    * device memory); NULL accepts everything. */
   coll_status_t (*check_buffer)(coll_comm_t *c, const void *p, size_t bytes,
                                 const char *what);
+  /* Optional: runs on the caller's thread before the issue guard is taken,
+   * for what may wait (for the backend's earlier work to be accepted, for a
+   * descriptor agreement). It may take the guard itself, only around an
+   * enqueue, and must return promptly once the comm is aborted. */
+  coll_status_t (*prepare)(coll_comm_t *c, const coll_work_t *w);
 } coll_backend_ops_t;
 
 struct coll_abort_handle {
@@ -100,6 +105,11 @@ struct coll_abort_handle {
   uv_mutex_t guard;
   coll_comm_t *comm; /* NULL once destroy unlinked it (guarded) */
   atomic_int claimed; /* teardown claim: 1 once abort or destroy took it */
+  atomic_int bound;   /* 1 once a comm or a group adopted the handle */
+  /* A group's handle aborts the handles of its comms too (guarded; each
+   * holds a reference, released with the handle). */
+  coll_abort_handle_t **children;
+  int nchildren;
 };
 
 struct coll_comm {
@@ -117,12 +127,23 @@ struct coll_comm {
 coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
                              int world, const coll_comm_config_t *cfg,
                              coll_comm_t **out);
+/* cfg's abort handle if the config is large enough to carry one, else NULL. */
+coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg);
 /* Frees a shell whose backend state is already gone (or was never made). */
 void coll__comm_free_shell(coll_comm_t *c);
 
 /* Abort handle internals. */
 coll_status_t coll__abort_handle_new(coll_abort_handle_t **out);
 void coll__abort_handle_ref(coll_abort_handle_t *h);
+/* Marks h as adopted (by a comm or a group): COLL_OK once, then
+ * COLL_ERR_INVALID_ARG naming `what`. */
+coll_status_t coll__abort_handle_bind(coll_abort_handle_t *h, const char *what);
+/* Makes coll_abort(parent) abort child too (takes a reference on child). */
+coll_status_t coll__abort_handle_link(coll_abort_handle_t *parent,
+                                      coll_abort_handle_t *child);
+/* coll_abort for a caller that already holds h->guard (a backend that found
+ * a fatal error while enqueueing). Children are not visited. */
+void coll__abort_locked(coll_abort_handle_t *h);
 
 /* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
 int64_t coll__default_timeout_ms(void);
