@@ -14,8 +14,24 @@
 coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
                                       int *saved, const char *what) {
   int cur = -1;
-  cudaError_t e = t->cuda_get_device(&cur);
-  *saved = -1;
+  CUcontext ctx = NULL;
+  cudaError_t e;
+  *saved = COLL_NO_DEVICE;
+  /* A thread without a context reports device 0 to cudaGetDevice; ask the
+   * driver first, so leave can tell "device 0" from "none". */
+  if (t->cu_ctx_get_current != NULL &&
+      t->cu_ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == NULL) {
+    e = t->cuda_set_device(dev);
+    if (e != cudaSuccess) {
+      coll__cuda_result(t, e, what);
+      coll__err_prefix("cudaSetDevice");
+      return coll__err(COLL_ERR_BACKEND, "%s: cannot make device %d current",
+                       what, dev);
+    }
+    *saved = COLL_NO_CONTEXT;
+    return COLL_OK;
+  }
+  e = t->cuda_get_device(&cur);
   if (e != cudaSuccess) return coll__cuda_result(t, e, what);
   if (cur != dev) {
     e = t->cuda_set_device(dev);
@@ -32,6 +48,11 @@ coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
 
 void coll__cuda_device_leave(const coll_nccl_table_t *t, int saved) {
   int cur = -1;
+  if (saved == COLL_NO_CONTEXT) {
+    if (t->cu_ctx_set_current(NULL) != CUDA_SUCCESS)
+      COLL_WARN(COLL_LOG_NCCL, "could not drop the CUDA context made current");
+    return;
+  }
   if (saved < 0) return;
   if (t->cuda_get_device(&cur) == cudaSuccess && cur == saved) return;
   if (t->cuda_set_device(saved) != cudaSuccess)

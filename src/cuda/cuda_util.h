@@ -6,11 +6,19 @@
 
 #include "cuda/gpu_table.h"
 
-/* Makes `dev` current, saving the caller's device in *saved. On failure the
- * caller's device is unchanged and *saved is -1. Pair with leave. */
+/* What enter saved: a device to restore, or one of these. */
+#define COLL_NO_DEVICE (-1)  /* nothing to restore (enter failed) */
+#define COLL_NO_CONTEXT (-2) /* the thread had no CUDA context: leave drops
+                                the one enter made current, instead of
+                                cudaSetDevice(0), which would create a
+                                context on device 0 (W3 of the review) */
+
+/* Makes `dev` current, saving the caller's state in *saved. On failure the
+ * caller's device is unchanged and *saved is COLL_NO_DEVICE. Pair with
+ * leave. */
 coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
                                       int *saved, const char *what);
-/* Restores the device enter saved (nothing if saved < 0). */
+/* Restores what enter saved. */
 void coll__cuda_device_leave(const coll_nccl_table_t *t, int saved);
 
 typedef enum coll_mem_kind {

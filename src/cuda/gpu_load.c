@@ -60,6 +60,8 @@ static const entry_t cuda_entries[] = {
     {"cudaGetErrorString", SLOT(cuda_get_error_string), 0},
     {"cudaGetLastError", SLOT(cuda_get_last_error), 0},
     {"cudaStreamCreate", SLOT(cuda_stream_create), 0},
+    {"cudaStreamCreateWithFlags", SLOT(cuda_stream_create_with_flags), 0},
+    {"cudaStreamWaitEvent", SLOT(cuda_stream_wait_event), 0},
     {"cudaStreamDestroy", SLOT(cuda_stream_destroy), 0},
     {"cudaStreamSynchronize", SLOT(cuda_stream_synchronize), 0},
     {"cudaStreamQuery", SLOT(cuda_stream_query), 0},
@@ -73,6 +75,8 @@ static const entry_t cuda_entries[] = {
     {"cudaFreeHost", SLOT(cuda_free_host), 0},
     {"cudaMalloc", SLOT(cuda_malloc), 0},
     {"cudaFree", SLOT(cuda_free), 0},
+    {"cudaRuntimeGetVersion", SLOT(cuda_runtime_get_version), 0},
+    {"cudaDriverGetVersion", SLOT(cuda_driver_get_version), 0},
 };
 
 /* Pre-multiplied sums arrived in 2.11 and ncclGetLastError in 2.13; older
@@ -82,8 +86,7 @@ static const entry_t nccl_entries[] = {
     {"ncclGetErrorString", SLOT(nccl_get_error_string), 0},
     {"ncclGetLastError", SLOT(nccl_get_last_error), 1},
     {"ncclGetUniqueId", SLOT(nccl_get_unique_id), 0},
-    {"ncclCommInitRank", SLOT(nccl_comm_init_rank), 0},
-    {"ncclCommInitAll", SLOT(nccl_comm_init_all), 0},
+    {"ncclCommInitRankConfig", SLOT(nccl_comm_init_rank_config), 0},
     {"ncclCommAbort", SLOT(nccl_comm_abort), 0},
     {"ncclCommDestroy", SLOT(nccl_comm_destroy), 0},
     {"ncclCommGetAsyncError", SLOT(nccl_comm_get_async_error), 0},
@@ -116,8 +119,30 @@ static int resolve(void *lib, const entry_t *e, size_t n, coll_nccl_table_t *t,
   return 0;
 }
 
+typedef cudaError_t (*version_fn)(int *v);
+
+/* 1 if the driver is new enough for the runtime in lib (or there is no
+ * driver at all, which cudaGetDeviceCount reports better later). */
+static int driver_supports(void *lib, const char *name, char *why,
+                           size_t cap) {
+  version_fn rt = (version_fn)dlsym(lib, "cudaRuntimeGetVersion");
+  version_fn drv = (version_fn)dlsym(lib, "cudaDriverGetVersion");
+  int have = 0, need = 0;
+  if (rt == NULL || drv == NULL) return 1; /* resolve() names what is missing */
+  if (rt(&need) != cudaSuccess || drv(&have) != cudaSuccess || have == 0)
+    return 1;
+  if (have >= need) return 1;
+  snprintf(why, cap, "%.32s needs a driver for CUDA %d.%d, the driver has %d.%d; ",
+           name, need / 1000, (need % 1000) / 10, have / 1000,
+           (have % 1000) / 10);
+  return 0;
+}
+
+/* The first runtime that loads and that the driver supports: one already in
+ * the process (a framework's) first, then by name. A runtime newer than the
+ * driver is passed over for an older major (M5 of the NCCL review). */
 static void *open_cudart(char *tried, size_t cap) {
-  char names[6][32];
+  char names[6][32], skipped[COLL_NCCL_WHY_MAX] = "";
   int n = 0, major, pass, i;
   void *lib;
   snprintf(names[n++], sizeof names[0], "libcudart.so.%d", CUDART_MAJOR);
@@ -125,31 +150,53 @@ static void *open_cudart(char *tried, size_t cap) {
   for (major = 13; major >= 11; major--)
     if (major != CUDART_MAJOR)
       snprintf(names[n++], sizeof names[0], "libcudart.so.%d", major);
-  /* Prefer a runtime the process already has (a framework's), then load. */
   for (pass = 0; pass < 2; pass++) {
     for (i = 0; i < n; i++) {
+      char why[160];
       lib = dlopen(names[i], RTLD_NOW | (pass == 0 ? RTLD_NOLOAD : 0));
-      if (lib != NULL) {
-        COLL_INFO(COLL_LOG_NCCL, "CUDA runtime: %s", names[i]);
-        return lib;
+      if (lib == NULL) continue;
+      if (!driver_supports(lib, names[i], why, sizeof why)) {
+        size_t len = strlen(skipped);
+        snprintf(skipped + len, sizeof skipped - len, "%s", why);
+        dlclose(lib);
+        continue;
       }
+      COLL_INFO(COLL_LOG_NCCL, "CUDA runtime: %s", names[i]);
+      return lib;
     }
   }
-  snprintf(tried, cap, "%s, %s, %s, ...", names[0], names[1], names[2]);
+  snprintf(tried, cap, "%s%s, %s, %s, %s", skipped, names[0], names[1],
+           names[2], names[3]);
   return NULL;
 }
 
+/* The driver's context calls, from the libcuda the runtime just loaded
+ * (optional: without them device switches are undone the runtime's way). */
+static void resolve_driver(coll_nccl_table_t *t) {
+  void *drv, *get, *set;
+  int n = 0;
+  t->cuda_get_device_count(&n); /* makes the runtime load its driver */
+  drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (drv == NULL) return;
+  get = dlsym(drv, "cuCtxGetCurrent");
+  set = dlsym(drv, "cuCtxSetCurrent");
+  if (get == NULL || set == NULL) return;
+  memcpy(&t->cu_ctx_get_current, &get, sizeof get);
+  memcpy(&t->cu_ctx_set_current, &set, sizeof set);
+}
+
 static void load_cuda(coll_nccl_table_t *t) {
-  char tried[160];
+  char tried[COLL_NCCL_WHY_MAX - 64];
   void *lib = open_cudart(tried, sizeof tried);
   if (lib == NULL) {
     snprintf(t->cuda_why, sizeof t->cuda_why,
-             "the CUDA runtime library was not found (tried %s)", tried);
+             "no usable CUDA runtime library (tried %s)", tried);
     return;
   }
   if (resolve(lib, cuda_entries, sizeof cuda_entries / sizeof cuda_entries[0],
               t, t->cuda_why) != 0)
     return;
+  resolve_driver(t);
   /* The library stays loaded for the life of the process: streams and
    * events made through it may outlive any one comm. */
   t->have_cuda = 1;

@@ -8,6 +8,7 @@
 /* nccl.h declares `ncclGroupStart()` without a prototype. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #pragma GCC diagnostic pop
@@ -30,6 +31,12 @@ typedef struct coll_nccl_table {
   const char *(*cuda_get_error_string)(cudaError_t e);
   cudaError_t (*cuda_get_last_error)(void);
   cudaError_t (*cuda_stream_create)(cudaStream_t *s);
+  /* libcoll's own streams are cudaStreamNonBlocking: they never wait for,
+   * and are never waited on by, the legacy default stream. */
+  cudaError_t (*cuda_stream_create_with_flags)(cudaStream_t *s,
+                                               unsigned flags);
+  cudaError_t (*cuda_stream_wait_event)(cudaStream_t s, cudaEvent_t e,
+                                        unsigned flags);
   cudaError_t (*cuda_stream_destroy)(cudaStream_t s);
   cudaError_t (*cuda_stream_synchronize)(cudaStream_t s);
   cudaError_t (*cuda_stream_query)(cudaStream_t s);
@@ -46,6 +53,13 @@ typedef struct coll_nccl_table {
   cudaError_t (*cuda_free_host)(void *p);
   cudaError_t (*cuda_malloc)(void **p, size_t bytes);
   cudaError_t (*cuda_free)(void *p);
+  cudaError_t (*cuda_runtime_get_version)(int *v);
+  cudaError_t (*cuda_driver_get_version)(int *v);
+  /* Optional, from the driver library the runtime loaded: whether this
+   * thread has a current context at all, so a device switch can be undone
+   * without making a context on device 0 (cudaSetDevice(0) would). */
+  CUresult (*cu_ctx_get_current)(CUcontext *ctx);
+  CUresult (*cu_ctx_set_current)(CUcontext ctx);
 
   int have_nccl;
   char nccl_why[COLL_NCCL_WHY_MAX];
@@ -53,10 +67,12 @@ typedef struct coll_nccl_table {
   const char *(*nccl_get_error_string)(ncclResult_t r);
   const char *(*nccl_get_last_error)(ncclComm_t c); /* optional (>= 2.13) */
   ncclResult_t (*nccl_get_unique_id)(ncclUniqueId *id);
-  ncclResult_t (*nccl_comm_init_rank)(ncclComm_t *c, int nranks,
-                                      ncclUniqueId id, int rank);
-  ncclResult_t (*nccl_comm_init_all)(ncclComm_t *c, int ndev,
-                                     const int *devlist);
+  /* Every comm is made nonblocking (config.blocking = 0, NCCL >= 2.14):
+   * calls that would wait for peers return ncclInProgress and
+   * ncclCommGetAsyncError tells when they are done. */
+  ncclResult_t (*nccl_comm_init_rank_config)(ncclComm_t *c, int nranks,
+                                             ncclUniqueId id, int rank,
+                                             ncclConfig_t *config);
   ncclResult_t (*nccl_comm_abort)(ncclComm_t c);
   ncclResult_t (*nccl_comm_destroy)(ncclComm_t c);
   ncclResult_t (*nccl_comm_get_async_error)(ncclComm_t c, ncclResult_t *e);

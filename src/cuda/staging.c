@@ -363,7 +363,7 @@ static coll_status_t stage_one(const coll_nccl_table_t *t, const plan_t *p,
 coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
                                coll_host_run_fn run) {
   const coll_nccl_table_t *t = coll__cuda_if_in_use();
-  int world = 1, dev, saved = -1;
+  int world = 1, dev, saved = COLL_NO_DEVICE;
   coll_status_t s = COLL_OK;
   plan_t p;
   size_t i;

@@ -15,7 +15,7 @@ static coll_status_t be_submit(coll_comm_t *c, const coll_work_t *w,
   const char *what = coll__work_name(w->kind);
   coll_nccl_req_t *r = NULL;
   cudaStream_t st = (cudaStream_t)w->stream;
-  int saved = -1;
+  int saved = COLL_NO_DEVICE;
   coll_status_t s;
   (void)blocking; /* the work runs on the GPU either way */
   COLL_CHECK_GOTO(coll__nccl_usable(be, what), s, done);
@@ -37,7 +37,7 @@ done:
 static void be_abort(coll_comm_t *c) {
   coll_nccl_be_t *be = c->be;
   ncclResult_t r;
-  int saved = -1;
+  int saved = COLL_NO_DEVICE;
   uv_mutex_lock(&be->mu);
   atomic_store(&be->torn, 1);
   uv_mutex_unlock(&be->mu);
@@ -56,7 +56,7 @@ static void be_abort(coll_comm_t *c) {
 static coll_status_t be_destroy(coll_comm_t *c, int aborted) {
   coll_nccl_be_t *be = c->be;
   coll_status_t s = COLL_OK;
-  int saved = -1, running;
+  int saved = COLL_NO_DEVICE, running;
   ncclResult_t r;
   if (be == NULL) return COLL_OK;
   running = coll__nccl_req_orphan_all(be);
@@ -112,7 +112,11 @@ static coll_status_t be_check_buffer(coll_comm_t *c, const void *p,
 }
 
 static const coll_backend_ops_t nccl_ops = {
-    "nccl", be_submit, be_abort, be_destroy, be_check_buffer,
+    .name = "nccl",
+    .submit = be_submit,
+    .abort = be_abort,
+    .destroy = be_destroy,
+    .check_buffer = be_check_buffer,
 };
 
 coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,

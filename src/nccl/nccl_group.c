@@ -1,20 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_group.c: groups, one process driving several CUDA devices
- * (ncclCommInitAll): collectives over one buffer per device, and split into
- * per-rank comms for worker threads. Every call leaves the caller's current
- * CUDA device as it found it. */
+/* nccl_group.c: groups, one process driving several CUDA devices:
+ * collectives over one buffer per device, and split into per-rank comms for
+ * worker threads. The comms are made the way ncclCommInitAll makes them (one
+ * unique id, one ncclCommInitRankConfig per device inside one NCCL group),
+ * but nonblocking, so the init is bounded and abortable. Every call leaves
+ * the caller's current CUDA device as it found it. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "cuda/cuda_util.h"
+#include "nccl/nccl_async.h"
 #include "nccl/nccl_comm.h"
+#include "nccl/nccl_rank.h"
 
 struct coll_group {
   int ndev;
   int *devs;
-  coll_comm_t **comms; /* NULL once split */
+  coll_comm_t **comms;       /* NULL once split */
+  coll_abort_handle_t *abort; /* the group's: aborts every comm it made */
 };
 
 static coll_status_t check_devices(const coll_nccl_table_t *t,
@@ -46,32 +53,96 @@ static void group_free(coll_group_t *g) {
   if (g == NULL) return;
   free(g->devs);
   free(g->comms);
+  coll_abort_handle_release(g->abort);
   free(g);
 }
 
-/* Wraps the NCCL comms into coll comms; on failure destroys them all. */
+/* Wraps the NCCL comms into coll comms, each linked to the group's abort
+ * handle; on failure frees them all. */
 static coll_status_t wrap_all(const coll_nccl_table_t *t, coll_group_t *g,
-                              ncclComm_t *ncs) {
+                              ncclComm_t *ncs, const coll_comm_config_t *cfg) {
+  coll_comm_config_t each = COLL_COMM_CONFIG_INIT;
+  const char *base = coll__nccl_config_name(cfg);
+  char name[64];
   coll_status_t s = COLL_OK;
   int i;
+  each.timeout_ms = coll__nccl_init_timeout(cfg);
   for (i = 0; i < g->ndev; i++) {
-    s = coll__nccl_comm_wrap(t, ncs[i], g->devs[i], i, g->ndev, NULL,
+    each.name = NULL;
+    if (base != NULL) {
+      snprintf(name, sizeof name, "%.40s/%d", base, i);
+      each.name = name;
+    }
+    s = coll__nccl_comm_wrap(t, ncs[i], g->devs[i], i, g->ndev, &each,
                              &g->comms[i]);
+    if (s == COLL_OK) s = coll__abort_handle_link(g->abort, g->comms[i]->abort);
     if (s != COLL_OK) break;
   }
   if (s == COLL_OK) return COLL_OK;
-  for (int k = i + 1; k < g->ndev; k++) t->nccl_comm_destroy(ncs[k]);
+  for (int k = i + 1; k < g->ndev; k++) t->nccl_comm_abort(ncs[k]);
+  if (g->comms[i] != NULL) coll_comm_destroy(g->comms[i]);
   while (--i >= 0) coll_comm_destroy(g->comms[i]);
+  return s;
+}
+
+/* ncclCommInitAll, nonblocking: every device's init inside one NCCL group,
+ * then each comm's state polled with the deadline and the group's handle. */
+static coll_status_t init_all(const coll_nccl_table_t *t, coll_group_t *g,
+                              ncclComm_t *ncs, const coll_comm_config_t *cfg) {
+  int64_t timeout = coll__nccl_init_timeout(cfg);
+  coll_nccl_watch_t w;
+  ncclConfig_t config;
+  ncclUniqueId id;
+  ncclResult_t r, r_end;
+  coll_status_t s = COLL_OK;
+  int i, cur;
+  r = t->nccl_get_unique_id(&id);
+  if (r != ncclSuccess) return coll__nccl_result(t, r, NULL, "ncclGetUniqueId");
+  coll__nccl_config(&config, coll__nccl_config_name(cfg));
+  r = t->nccl_group_start();
+  if (r != ncclSuccess) return coll__nccl_result(t, r, NULL, "ncclGroupStart");
+  for (i = 0; i < g->ndev && s == COLL_OK; i++) {
+    s = coll__cuda_device_enter(t, g->devs[i], &cur, "group_create");
+    if (s != COLL_OK) break;
+    r = t->nccl_comm_init_rank_config(&ncs[i], g->ndev, id, i, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+      s = coll__nccl_result(t, r, NULL, "ncclCommInitRankConfig");
+  }
+  r_end = t->nccl_group_end();
+  if (s == COLL_OK && r_end != ncclSuccess && r_end != ncclInProgress)
+    s = coll__nccl_result(t, r_end, NULL, "ncclGroupEnd");
+  memset(&w, 0, sizeof w);
+  w.t = t;
+  w.aborted = &g->abort->aborted;
+  w.deadline_ms = coll__deadline(timeout);
+  for (i = 0; i < g->ndev && s == COLL_OK; i++) {
+    w.nc = ncs[i];
+    s = coll__nccl_watch_wait(&w, "ncclCommInitRankConfig");
+    if (s == COLL_ERR_TIMEOUT)
+      s = coll__err(COLL_ERR_TIMEOUT,
+                    "NCCL's init of device %d (entry %d of %d) did not finish "
+                    "within %lld ms",
+                    g->devs[i], i, g->ndev, (long long)timeout);
+  }
+  if (s != COLL_OK)
+    for (i = 0; i < g->ndev; i++)
+      if (ncs[i] != NULL) t->nccl_comm_abort(ncs[i]);
   return s;
 }
 
 COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
                                          coll_group_t **out) {
+  return coll_group_create_config(devices, ndev, NULL, out);
+}
+
+COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
+                                                const coll_comm_config_t *cfg,
+                                                coll_group_t **out) {
   const coll_nccl_table_t *t = NULL;
+  coll_abort_handle_t *h = coll__config_abort_handle(cfg);
   coll_group_t *g = NULL;
   ncclComm_t *ncs = NULL;
-  ncclResult_t r;
-  int saved = -1;
+  int saved = COLL_NO_DEVICE;
   coll_status_t s;
   coll__err_clear();
   if (out != NULL) *out = NULL;
@@ -81,6 +152,12 @@ COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
   if (ndev < 1)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "group_create: the device list is empty (ndev %d)", ndev);
+  if (cfg != NULL && cfg->size < offsetof(coll_comm_config_t, timeout_ms) +
+                                     sizeof(int64_t))
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "group_create: config size %zu is too small; start from "
+                     "COLL_COMM_CONFIG_INIT",
+                     cfg->size);
   COLL_CHECK(coll__nccl_ready("group_create", &t));
   COLL_CHECK(check_devices(t, devices, ndev));
   g = calloc(1, sizeof *g);
@@ -91,24 +168,39 @@ COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
     s = coll__err(COLL_ERR_NO_MEMORY, "group_create: out of memory");
     goto done;
   }
+  if (h != NULL) {
+    COLL_CHECK_GOTO(coll__abort_handle_bind(h, "group_create"), s, done);
+    coll__abort_handle_ref(h);
+    g->abort = h;
+  } else {
+    COLL_CHECK_GOTO(coll__abort_handle_new(&g->abort), s, done);
+    atomic_store(&g->abort->bound, 1);
+  }
   g->ndev = ndev;
   memcpy(g->devs, devices, (size_t)ndev * sizeof(int));
   COLL_CHECK_GOTO(
       coll__cuda_device_enter(t, devices[0], &saved, "group_create"), s, done);
-  r = t->nccl_comm_init_all(ncs, ndev, devices);
-  if (r != ncclSuccess) {
-    s = coll__nccl_result(t, r, NULL, "ncclCommInitAll");
-    coll__err_prefix("group_create");
-    goto done;
-  }
-  COLL_CHECK_GOTO(wrap_all(t, g, ncs), s, done);
+  COLL_CHECK_GOTO(init_all(t, g, ncs, cfg), s, done);
+  COLL_CHECK_GOTO(wrap_all(t, g, ncs, cfg), s, done);
   *out = g;
   g = NULL;
 done:
+  if (s != COLL_OK) coll__err_prefix("group_create");
   if (t != NULL) coll__cuda_device_leave(t, saved);
   free(ncs);
   group_free(g);
   return s;
+}
+
+COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
+                                               coll_abort_handle_t **out) {
+  coll__err_clear();
+  if (g == NULL || out == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "group_abort_handle: %s is NULL",
+                     g == NULL ? "group" : "out");
+  coll__abort_handle_ref(g->abort);
+  *out = g->abort;
+  return COLL_OK;
 }
 
 /* Checks shared by the group collectives. */
@@ -164,7 +256,7 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
   const char *what = coll__work_name(w->kind);
   const coll_nccl_table_t *t = ((coll_nccl_be_t *)g->comms[0]->be)->t;
   coll_status_t s = COLL_OK, s2;
-  int i, locked = 0, saved = -1, cur;
+  int i, locked = 0, saved = COLL_NO_DEVICE, cur;
   ncclResult_t r;
   for (; locked < g->ndev; locked++)
     uv_mutex_lock(&g->comms[locked]->abort->guard);

@@ -39,6 +39,23 @@ COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
   return not_built("group_create");
 }
 
+COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
+                                                const coll_comm_config_t *cfg,
+                                                coll_group_t **out) {
+  coll__err_clear();
+  (void)devices, (void)ndev, (void)cfg;
+  if (out != NULL) *out = NULL;
+  return not_built("group_create");
+}
+
+COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
+                                               coll_abort_handle_t **out) {
+  coll__err_clear();
+  (void)g;
+  if (out != NULL) *out = NULL;
+  return not_built("group_abort_handle");
+}
+
 COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
                                             int nbufs, size_t count,
                                             coll_dtype_t dt, coll_op_t op,

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_rank.c: unique ids and per-rank NCCL comms (one per process or worker
- * thread, ranks meeting through the id's bytes). */
+ * thread, ranks meeting through the id's bytes). Every comm is nonblocking:
+ * ncclCommInitRankConfig returns at once and its state is polled with the
+ * comm's timeout and abort handle, so a rank that never comes is a
+ * COLL_ERR_TIMEOUT (or COLL_ERR_ABORTED), never a hang. */
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "cuda/cuda_util.h"
+#include "nccl/nccl_async.h"
 #include "nccl/nccl_comm.h"
 #include "nccl/nccl_rank.h"
 
@@ -25,15 +30,45 @@ COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   return COLL_OK;
 }
 
+void coll__nccl_config(ncclConfig_t *out, const char *name) {
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.blocking = 0;
+#if NCCL_VERSION_CODE >= 21700
+  if (name != NULL && name[0] != '\0') c.commName = name;
+#else
+  (void)name;
+#endif
+  *out = c;
+}
+
+int64_t coll__nccl_init_timeout(const coll_comm_config_t *cfg) {
+  if (cfg != NULL &&
+      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
+      cfg->timeout_ms != 0)
+    return cfg->timeout_ms;
+  return coll__default_timeout_ms();
+}
+
+const char *coll__nccl_config_name(const coll_comm_config_t *cfg) {
+  if (cfg != NULL &&
+      cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
+    return cfg->name;
+  return NULL;
+}
+
 coll_status_t coll__nccl_comm_init(int rank, int world,
                                    const coll_unique_id_t *id, int device,
                                    const coll_comm_config_t *cfg,
                                    coll_comm_t **out) {
   const coll_nccl_table_t *t;
+  coll_abort_handle_t *h = coll__config_abort_handle(cfg);
+  coll_nccl_watch_t watch;
+  ncclConfig_t config;
   ncclUniqueId nid;
   ncclComm_t nc = NULL;
   ncclResult_t r;
-  int saved = -1, dev = device;
+  int saved = COLL_NO_DEVICE, dev = device;
+  int64_t timeout;
   coll_status_t s;
   if (out == NULL || id == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_init_rank: %s is NULL",
@@ -46,24 +81,43 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     return coll__err(COLL_ERR_INVALID_ARG,
                      "comm_init_rank: rank %d is out of range for world %d",
                      rank, world);
+  if (h != NULL && atomic_load(&h->bound))
+    return coll__abort_handle_bind(h, "comm_init_rank");
   COLL_CHECK(coll__nccl_ready("comm_init_rank", &t));
   if (dev < 0) {
     cudaError_t e = t->cuda_get_device(&dev);
     if (e != cudaSuccess) return coll__cuda_result(t, e, "comm_init_rank");
   }
+  timeout = coll__nccl_init_timeout(cfg);
   COLL_CHECK_GOTO(coll__cuda_device_enter(t, dev, &saved, "comm_init_rank"), s,
                   done);
   memcpy(nid.internal, id->internal, sizeof nid.internal);
-  /* Blocks until all `world` ranks called it with the same id (NCCL's
-   * bootstrap). */
-  r = t->nccl_comm_init_rank(&nc, world, nid, rank);
-  if (r != ncclSuccess) {
-    s = coll__nccl_result(t, r, NULL, "ncclCommInitRank");
-    coll__err_prefix("comm_init_rank");
-    goto done;
+  coll__nccl_config(&config, coll__nccl_config_name(cfg));
+  r = t->nccl_comm_init_rank_config(&nc, world, nid, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    s = coll__nccl_result(t, r, nc, "ncclCommInitRankConfig");
+    goto fail;
   }
+  memset(&watch, 0, sizeof watch);
+  watch.t = t;
+  watch.nc = nc;
+  watch.aborted = h != NULL ? &h->aborted : NULL;
+  watch.deadline_ms = coll__deadline(timeout);
+  s = coll__nccl_watch_wait(&watch, "ncclCommInitRankConfig");
+  if (s == COLL_ERR_TIMEOUT)
+    s = coll__err(COLL_ERR_TIMEOUT,
+                  "rank %d of %d on CUDA device %d: NCCL's init did not finish "
+                  "within %lld ms (every rank must call comm_init_rank with "
+                  "the same id)",
+                  rank, world, dev, (long long)timeout);
+  if (s != COLL_OK) goto fail;
   s = coll__nccl_comm_wrap(t, nc, dev, rank, world, cfg, out);
+  goto done;
+fail:
+  /* Abort does not wait for peers; destroy of a half-made comm would. */
+  if (nc != NULL) t->nccl_comm_abort(nc);
 done:
+  if (s != COLL_OK) coll__err_prefix("comm_init_rank");
   coll__cuda_device_leave(t, saved);
   return s;
 }

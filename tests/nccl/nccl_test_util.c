@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 #include "test_util.h"
 
 void nt_install(int ndev, int deferred, int version) {

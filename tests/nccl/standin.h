@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 
 typedef struct standin_config {
   int ndev;      /* CUDA devices visible (0: none) */
@@ -50,6 +50,7 @@ typedef struct standin_stats {
   int host_allocs_live;
   int events_live;
   int copies;          /* cudaMemcpyAsync calls posted */
+  unsigned contexts;   /* bit d: a primary context was made on device d */
 } standin_stats_t;
 
 void standin_stats(standin_stats_t *out);

@@ -65,53 +65,83 @@ static si_clique_t *clique_new(const char *id, int world) {
   return q;
 }
 
-/* Blocks until every rank joined, like NCCL's bootstrap (bounded here). */
-static ncclResult_t comm_init_rank(ncclComm_t *out, int nranks, ncclUniqueId id,
-                                   int rank) {
+/* Runs once the last rank joined: NCCL refuses two ranks of one comm on
+ * one GPU ("Duplicate GPU detected", init.cc), every rank seeing it. */
+static void clique_init_done(si_clique_t *q) {
+  int r, k;
+  ncclResult_t res = ncclSuccess;
+  for (r = 0; r < q->world && res == ncclSuccess; r++)
+    for (k = 0; k < r; k++)
+      if (q->comms[k]->dev == q->comms[r]->dev) {
+        snprintf(si.last_error, sizeof si.last_error,
+                 "Duplicate GPU detected : rank %d and rank %d both on CUDA "
+                 "device %d",
+                 k, r, q->comms[r]->dev);
+        res = ncclInvalidUsage;
+        break;
+      }
+  q->init_done = 1;
+  for (r = 0; r < q->world; r++)
+    if (!q->comms[r]->freed) q->comms[r]->async_err = res;
+  uv_cond_broadcast(&si.cv);
+}
+
+/* Joins the clique of `id`; the comm stays ncclInProgress until every rank
+ * joined (NCCL's bootstrap). */
+static ncclResult_t join(ncclComm_t *out, int nranks, const char *id, int rank,
+                         int nonblocking) {
   si_clique_t *q;
   struct ncclComm *c;
-  int waited = 0;
   if (nranks < 1 || nranks > SI_MAXR || rank < 0 || rank >= nranks)
     return ncclInvalidArgument;
-  uv_mutex_lock(&si.mu);
   for (q = si.cliques; q != NULL; q = q->next)
-    if (memcmp(q->id, id.internal, sizeof q->id) == 0) break;
-  if (q == NULL) q = clique_new(id.internal, nranks);
-  if (q->world != nranks || q->comms[rank] != NULL) {
-    uv_mutex_unlock(&si.mu);
-    return ncclInvalidUsage;
-  }
+    if (memcmp(q->id, id, sizeof q->id) == 0) break;
+  if (q == NULL) q = clique_new(id, nranks);
+  if (q->world != nranks || q->comms[rank] != NULL) return ncclInvalidUsage;
   c = comm_new(q, rank, si_cur_dev);
-  uv_cond_broadcast(&si.cv);
-  while (q->joined < q->world && waited < 20000) {
-    uv_cond_timedwait(&si.cv, &si.mu, 1000000);
-    waited++;
-  }
-  uv_mutex_unlock(&si.mu);
-  if (q->joined < q->world) return ncclSystemError;
+  c->nonblocking = nonblocking;
+  c->async_err = ncclInProgress;
+  if (q->joined == q->world) clique_init_done(q);
   *out = c;
   return ncclSuccess;
 }
 
-static ncclResult_t comm_init_all(ncclComm_t *out, int ndev,
-                                  const int *devlist) {
-  char id[NCCL_UNIQUE_ID_BYTES] = {0};
-  si_clique_t *q;
-  int i, j;
-  if (ndev < 1 || ndev > SI_MAXR) return ncclInvalidArgument;
-  for (i = 0; i < ndev; i++) {
-    int d = devlist ? devlist[i] : i;
-    if (d < 0 || d >= si.cfg.ndev) return ncclInvalidArgument;
-    for (j = 0; j < i; j++)
-      if (devlist && devlist[j] == d) return ncclInvalidUsage;
+/* A blocking comm's init waits for its peers (bounded, so a test that gets
+ * this wrong fails instead of hanging); an abort of the comm ends it. */
+static ncclResult_t wait_init(struct ncclComm *c) {
+  int waited = 0;
+  while (c->async_err == ncclInProgress && !c->freed && waited < 20000) {
+    uv_cond_timedwait(&si.cv, &si.mu, 1000000);
+    waited++;
   }
+  if (c->freed) return ncclSystemError;
+  if (c->async_err == ncclInProgress) {
+    snprintf(si.last_error, sizeof si.last_error,
+             "bootstrap: timed out waiting for peers");
+    return ncclSystemError;
+  }
+  return c->async_err;
+}
+
+/* ncclCommInitRankConfig: a nonblocking comm returns ncclInProgress at once
+ * and reports through ncclCommGetAsyncError; inside a group, even a blocking
+ * one waits only at ncclGroupEnd (which is how ncclCommInitAll is built). */
+static ncclResult_t comm_init_rank_config(ncclComm_t *out, int nranks,
+                                          ncclUniqueId id, int rank,
+                                          ncclConfig_t *config) {
+  int nonblocking = config != NULL && config->blocking == 0;
+  ncclResult_t r;
   uv_mutex_lock(&si.mu);
-  snprintf(id, sizeof id, "stand-in group %llu",
-           (unsigned long long)++si.uid_counter);
-  q = clique_new(id, ndev);
-  for (i = 0; i < ndev; i++) out[i] = comm_new(q, i, devlist ? devlist[i] : i);
+  r = join(out, nranks, id.internal, rank, nonblocking);
+  if (r == ncclSuccess && si_group_depth > 0) {
+    si_group_inits[si_group_ninit++] = *out;
+  } else if (r == ncclSuccess && nonblocking) {
+    r = (*out)->async_err == ncclSuccess ? ncclSuccess : ncclInProgress;
+  } else if (r == ncclSuccess) {
+    r = wait_init(*out);
+  }
   uv_mutex_unlock(&si.mu);
-  return ncclSuccess;
+  return r;
 }
 
 static ncclResult_t comm_abort(ncclComm_t c) {
@@ -123,6 +153,7 @@ static ncclResult_t comm_abort(ncclComm_t c) {
     si.st.comms_live--;
     si.st.comm_aborts++;
     si_progress_all(); /* its stuck kernels exit */
+    uv_cond_broadcast(&si.cv); /* and its calls waiting for peers return */
   }
   uv_mutex_unlock(&si.mu);
   return r;
@@ -152,6 +183,11 @@ static ncclResult_t comm_destroy(ncclComm_t c) {
   return r;
 }
 
+static const char *get_last_error(ncclComm_t c) {
+  (void)c; /* NCCL keeps one process-wide text */
+  return si.last_error;
+}
+
 static ncclResult_t get_async_error(ncclComm_t c, ncclResult_t *e) {
   ncclResult_t r;
   uv_mutex_lock(&si.mu);
@@ -167,13 +203,27 @@ static ncclResult_t group_start(void) {
 }
 
 static ncclResult_t group_end(void) {
+  ncclResult_t r = ncclSuccess;
+  int i, nonblocking = 0;
   if (si_group_depth <= 0) return ncclInvalidUsage;
-  if (--si_group_depth == 0) {
-    uv_mutex_lock(&si.mu);
-    si.st.group_ends++;
-    uv_mutex_unlock(&si.mu);
+  if (--si_group_depth > 0) return ncclSuccess;
+  uv_mutex_lock(&si.mu);
+  si.st.group_ends++;
+  /* Inits inside the group: blocking ones wait here, nonblocking ones make
+   * the group end report ncclInProgress. */
+  for (i = 0; i < si_group_ninit; i++)
+    nonblocking |= si_group_inits[i]->nonblocking;
+  for (i = 0; i < si_group_ninit && r == ncclSuccess; i++) {
+    struct ncclComm *c = si_group_inits[i];
+    if (nonblocking) {
+      if (c->async_err == ncclInProgress) r = ncclInProgress;
+    } else {
+      r = wait_init(c);
+    }
   }
-  return ncclSuccess;
+  si_group_ninit = 0;
+  uv_mutex_unlock(&si.mu);
+  return r;
 }
 
 static ncclResult_t premul_create(ncclRedOp_t *op, void *scalar,
@@ -258,10 +308,9 @@ void si_nccl_fill(coll_nccl_table_t *t) {
   t->have_nccl = 1;
   t->nccl_get_version = get_version;
   t->nccl_get_error_string = error_string;
-  t->nccl_get_last_error = NULL;
+  t->nccl_get_last_error = get_last_error;
   t->nccl_get_unique_id = get_unique_id;
-  t->nccl_comm_init_rank = comm_init_rank;
-  t->nccl_comm_init_all = comm_init_all;
+  t->nccl_comm_init_rank_config = comm_init_rank_config;
   t->nccl_comm_abort = comm_abort;
   t->nccl_comm_destroy = comm_destroy;
   t->nccl_comm_get_async_error = get_async_error;

@@ -5,15 +5,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
-#include "nccl/nccl_table.h"
-#include "nccl/staging_pool.h"
+#include "cuda/gpu_table.h"
+#include "cuda/staging_pool.h"
 #include "standin_impl.h"
 
 si_state_t si;
 _Thread_local int si_cur_dev;
 _Thread_local int si_group_depth;
+_Thread_local int si_cur_ctx;
+_Thread_local struct ncclComm *si_group_inits[SI_MAXR];
+_Thread_local int si_group_ninit;
 static coll_nccl_table_t table;
 static uv_once_t si_once = UV_ONCE_INIT;
 
@@ -59,6 +63,8 @@ void si_progress(struct CUstream_st *s) {
       memmove(op->dst, op->src, op->bytes);
     } else if (op->kind == SI_OP_EVENT) {
       if (op->ev->passed < op->seq) op->ev->passed = op->seq;
+    } else if (op->kind == SI_OP_WAIT) {
+      if (op->ev->passed < op->seq) break; /* cudaStreamWaitEvent */
     } else if (!si_coll_try(op)) {
       break;
     }
@@ -71,8 +77,9 @@ void si_progress(struct CUstream_st *s) {
 
 void si_progress_all(void) {
   struct CUstream_st *s;
-  /* Twice: a collective finished on one stream may unblock another. */
-  for (int pass = 0; pass < 2; pass++)
+  /* Work finished on one stream may unblock another (a collective's peer
+   * half, an event waited on): a few passes. */
+  for (int pass = 0; pass < 4; pass++)
     for (s = si.streams; s != NULL; s = s->next_all) si_progress(s);
 }
 
@@ -89,10 +96,49 @@ static cudaError_t get_device(int *d) {
   return cudaSuccess;
 }
 
+/* The runtime makes the current device's primary context on first use. */
+static void touch_ctx(void) {
+  if (si_cur_ctx != 0) return;
+  si_cur_ctx = si_cur_dev + 1;
+  si.st.contexts |= 1u << si_cur_dev;
+}
+
 static cudaError_t set_device(int d) {
   NO_DRIVER();
   if (d < 0 || d >= si.cfg.ndev) return cudaErrorInvalidDevice;
   si_cur_dev = d;
+  /* CUDA 12+: cudaSetDevice initialises the device's primary context. */
+  uv_mutex_lock(&si.mu);
+  si_cur_ctx = 0;
+  touch_ctx();
+  uv_mutex_unlock(&si.mu);
+  return cudaSuccess;
+}
+
+static CUresult ctx_get_current(CUcontext *ctx) {
+  if (si.cfg.no_driver) return CUDA_ERROR_NOT_INITIALIZED;
+  /* Any non-NULL value names "a context"; the stand-in never reads it. */
+  *ctx = si_cur_ctx ? (CUcontext)(uintptr_t)si_cur_ctx : NULL;
+  return CUDA_SUCCESS;
+}
+
+static CUresult ctx_set_current(CUcontext ctx) {
+  if (si.cfg.no_driver) return CUDA_ERROR_NOT_INITIALIZED;
+  si_cur_ctx = (int)(uintptr_t)ctx;
+  /* Without a context the runtime answers device 0 again. */
+  if (si_cur_ctx == 0) si_cur_dev = 0;
+  else si_cur_dev = si_cur_ctx - 1;
+  return CUDA_SUCCESS;
+}
+
+static cudaError_t runtime_version(int *v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+static cudaError_t driver_version(int *v) {
+  NO_DRIVER();
+  *v = 13000;
   return cudaSuccess;
 }
 
@@ -120,12 +166,43 @@ static cudaError_t stream_create(cudaStream_t *out) {
   NO_DRIVER();
   s = calloc(1, sizeof *s);
   uv_mutex_lock(&si.mu);
+  touch_ctx();
   s->dev = si_cur_dev;
   s->next_all = si.streams;
   si.streams = s;
   uv_mutex_unlock(&si.mu);
   *out = s;
   return cudaSuccess;
+}
+
+/* Non-blocking or not: the stand-in's default streams do not model the
+ * legacy stream's implicit synchronisation. */
+static cudaError_t stream_create_with_flags(cudaStream_t *out, unsigned flags) {
+  (void)flags;
+  return stream_create(out);
+}
+
+static cudaError_t stream_wait_event(cudaStream_t st, cudaEvent_t ev,
+                                     unsigned flags) {
+  struct CUstream_st *s;
+  si_op_t *op;
+  cudaError_t e = cudaSuccess;
+  (void)flags;
+  NO_DRIVER();
+  uv_mutex_lock(&si.mu);
+  s = si_stream(st, si_cur_dev);
+  if (s == NULL || ev == NULL || ev->destroyed) {
+    si_misuse("cudaStreamWaitEvent: bad stream or event");
+    e = cudaErrorInvalidResourceHandle;
+  } else {
+    op = calloc(1, sizeof *op);
+    op->kind = SI_OP_WAIT;
+    op->ev = ev;
+    op->seq = ev->recorded; /* the work recorded so far, as CUDA captures */
+    si_post(s, op);
+  }
+  uv_mutex_unlock(&si.mu);
+  return e;
 }
 
 /* Streams stay allocated until uninstall (ops may still reference them). */
@@ -167,6 +244,7 @@ static cudaError_t event_create(cudaEvent_t *out, unsigned flags) {
   NO_DRIVER();
   ev = calloc(1, sizeof *ev);
   uv_mutex_lock(&si.mu);
+  touch_ctx();
   ev->dev = si_cur_dev;
   ev->next_all = si.events;
   si.events = ev;
@@ -337,6 +415,12 @@ void si_cuda_fill(coll_nccl_table_t *t) {
   t->cuda_get_error_string = error_string;
   t->cuda_get_last_error = get_last_error;
   t->cuda_stream_create = stream_create;
+  t->cuda_stream_create_with_flags = stream_create_with_flags;
+  t->cuda_stream_wait_event = stream_wait_event;
+  t->cuda_runtime_get_version = runtime_version;
+  t->cuda_driver_get_version = driver_version;
+  t->cu_ctx_get_current = ctx_get_current;
+  t->cu_ctx_set_current = ctx_set_current;
   t->cuda_stream_destroy = stream_destroy;
   t->cuda_stream_synchronize = stream_synchronize;
   t->cuda_stream_query = stream_query;
@@ -363,6 +447,7 @@ void standin_install(const standin_config_t *cfg) {
   si.fail_next = ncclSuccess;
   memset(&si.st, 0, sizeof si.st);
   si.misuse[0] = '\0';
+  si.last_error[0] = '\0';
   for (i = 0; i < si.cfg.ndev; i++) {
     struct CUstream_st *s = calloc(1, sizeof *s);
     s->dev = i;
@@ -372,6 +457,7 @@ void standin_install(const standin_config_t *cfg) {
   }
   uv_mutex_unlock(&si.mu);
   si_cur_dev = 0;
+  si_cur_ctx = 0;
   memset(&table, 0, sizeof table);
   table.name = "stand-in";
   si_cuda_fill(&table);

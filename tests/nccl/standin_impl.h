@@ -11,7 +11,7 @@
 #define SI_MAXR 16   /* ranks per clique */
 #define SI_MAXDEV 16 /* devices */
 
-enum { SI_OP_COPY, SI_OP_EVENT, SI_OP_COLL };
+enum { SI_OP_COPY, SI_OP_EVENT, SI_OP_COLL, SI_OP_WAIT };
 
 typedef struct si_slot si_slot_t;
 
@@ -62,15 +62,24 @@ typedef struct si_state {
   uint64_t uid_counter;
   standin_stats_t st;
   char misuse[256];
+  char last_error[256]; /* ncclGetLastError's text */
 } si_state_t;
 
 extern si_state_t si;
 extern _Thread_local int si_cur_dev;
 extern _Thread_local int si_group_depth;
+/* This thread's current context: 0 none, else device + 1 (a thread starts
+ * with none; cudaSetDevice or first runtime use makes one). */
+extern _Thread_local int si_cur_ctx;
+/* Comms initialised inside this thread's open group (NCCL waits for them
+ * at the outermost ncclGroupEnd). */
+extern _Thread_local struct ncclComm *si_group_inits[SI_MAXR];
+extern _Thread_local int si_group_ninit;
 
 typedef struct si_clique {
   char id[NCCL_UNIQUE_ID_BYTES];
   int world, joined;
+  int init_done; /* every rank joined and the device check ran */
   struct ncclComm *comms[SI_MAXR];
   si_slot_t *slots;
   struct si_clique *next;
@@ -82,6 +91,9 @@ struct ncclComm {
   si_clique_t *q;
   int rank, dev;
   int freed; /* aborted or destroyed: NCCL must not see it again */
+  int nonblocking; /* config.blocking == 0 */
+  /* ncclInProgress until init (or a launch waiting to connect) is done;
+   * then ncclSuccess or the error. */
   ncclResult_t async_err;
   uint64_t coll_seq, send_seq[SI_MAXR], recv_seq[SI_MAXR];
   float premul[SI_MAXOPS]; /* by op - ncclNumOps */

@@ -13,7 +13,7 @@
 
 #include "bootstrap/store.h"
 #include "nccl/nccl_env.h"
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 #include "nccl_test_util.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "nccl/nccl_table.h"
+#include "cuda/gpu_table.h"
 #include "nccl_test_util.h"
 #include "test_util.h"
 

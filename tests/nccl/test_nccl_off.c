@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "cpu/staging.h"
+#include "cuda/staging.h"
 #include "nccl/nccl_env.h"
 #include "test_util.h"
 

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "cpu/staging.h"
-#include "nccl/staging_pool.h"
+#include "cuda/staging.h"
+#include "cuda/staging_pool.h"
 #include "nccl_test_util.h"
 #include "test_util.h"
 
