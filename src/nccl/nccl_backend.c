@@ -9,22 +9,50 @@
 #include "cuda/cuda_util.h"
 #include "nccl/nccl_comm.h"
 
+static int is_p2p(coll_work_kind_t k) {
+  return k == COLL_WORK_SEND || k == COLL_WORK_RECV;
+}
+
+/* Before the guard, on the comm's thread: NCCL takes no call while the comm
+ * is ncclInProgress, and held point-to-point calls go to NCCL before a
+ * collective issued after them. Both may wait for peers, so they run here,
+ * abortable, never under the guard (H1 of the review). */
+static coll_status_t be_prepare(coll_comm_t *c, const coll_work_t *w) {
+  coll_nccl_be_t *be = c->be;
+  const char *what = coll__work_name(w->kind);
+  COLL_CHECK(coll__nccl_usable(be, what));
+  if (is_p2p(w->kind)) {
+    COLL_CHECK(coll__nccl_dtype(be, w->dtype, &(ncclDataType_t){ncclFloat32},
+                                what));
+    return COLL_OK; /* held; nothing reaches NCCL yet */
+  }
+  COLL_CHECK(coll__nccl_settle(be, what));
+  COLL_CHECK(coll__nccl_p2p_flush(be, what));
+  return coll__nccl_settle(be, what);
+}
+
+/* Under the issue guard: only enqueues. */
 static coll_status_t be_submit(coll_comm_t *c, const coll_work_t *w,
                                int blocking, coll_request_t **out) {
   coll_nccl_be_t *be = c->be;
   const char *what = coll__work_name(w->kind);
   coll_nccl_req_t *r = NULL;
   cudaStream_t st = (cudaStream_t)w->stream;
+  ncclResult_t res = ncclSuccess;
   int saved = COLL_NO_DEVICE;
   coll_status_t s;
   (void)blocking; /* the work runs on the GPU either way */
-  COLL_CHECK_GOTO(coll__nccl_usable(be, what), s, done);
+  COLL_CHECK(coll__nccl_usable(be, what));
+  if (is_p2p(w->kind)) return coll__nccl_p2p_queue(be, w, out);
+  if (be->inprogress || be->batch != NULL)
+    return coll__err(COLL_ERR_INTERNAL,
+                     "%s: the comm was not prepared (NCCL still in progress)",
+                     what);
   COLL_CHECK_GOTO(coll__cuda_device_enter(be->t, be->dev, &saved, what), s,
                   done);
-  COLL_CHECK_GOTO(coll__nccl_req_new(be, w, &r), s, done);
-  COLL_CHECK_GOTO(coll__nccl_enqueue(be, w, st), s, done);
-  s = coll__nccl_req_arm(r, st);
-  if (s != COLL_OK) goto done;
+  COLL_CHECK_GOTO(coll__nccl_req_new(be, w, st, &r), s, done);
+  COLL_CHECK_GOTO(coll__nccl_enqueue(be, w, st, &res), s, done);
+  s = coll__nccl_req_launched(r, res);
   *out = &r->hdr;
   r = NULL;
 done:
@@ -65,7 +93,8 @@ static coll_status_t be_destroy(coll_comm_t *c, int aborted) {
     /* ncclCommDestroy waits for the comm's work, which never ends if a
      * peer is gone: with work still running (or untracked, or after an
      * error) the comm is aborted instead. */
-    if (running || be->lost_track || atomic_load(&be->failed)) {
+    if (running || be->lost_track || be->inprogress ||
+        atomic_load(&be->failed)) {
       r = be->t->nccl_comm_abort(be->nc);
     } else {
       r = be->t->nccl_comm_destroy(be->nc);
@@ -117,6 +146,7 @@ static const coll_backend_ops_t nccl_ops = {
     .abort = be_abort,
     .destroy = be_destroy,
     .check_buffer = be_check_buffer,
+    .prepare = be_prepare,
 };
 
 coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
@@ -136,12 +166,30 @@ coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
   be->nc = nc;
   be->dev = dev;
   if (t->nccl_get_version(&be->version) != ncclSuccess) be->version = 0;
+  /* The barrier's one device float, made here: nothing under the issue
+   * guard should allocate device memory. */
+  {
+    int saved = COLL_NO_DEVICE;
+    cudaError_t e = cudaErrorUnknown;
+    s = coll__cuda_device_enter(t, dev, &saved, "comm init");
+    if (s == COLL_OK) e = t->cuda_malloc(&be->barrier_buf, sizeof(float));
+    coll__cuda_device_leave(t, saved);
+    if (s == COLL_OK && e != cudaSuccess) {
+      be->barrier_buf = NULL;
+      s = coll__cuda_result(t, e, "comm init: cudaMalloc");
+    }
+    if (s != COLL_OK) {
+      coll__comm_free_shell(c);
+      goto fail;
+    }
+  }
   uv_mutex_init(&be->mu);
   c->be = be;
   *out = c;
   return COLL_OK;
 fail:
   free(be);
-  t->nccl_comm_destroy(nc);
+  /* Abort, not destroy: it never waits for peers. */
+  t->nccl_comm_abort(nc);
   return s;
 }

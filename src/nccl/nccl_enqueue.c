@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_enqueue.c: turns a checked work item into NCCL calls on a stream.
- * Nothing here waits; completion is tracked by the caller's event. */
+/* nccl_enqueue.c: turns a checked work item into NCCL calls on a stream,
+ * inside one NCCL group per work item so that only ncclGroupEnd can answer
+ * ncclInProgress. Everything is validated before the group opens, so a
+ * refused argument never leaves half a batch launched. Nothing here waits. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "nccl/nccl_comm.h"
@@ -32,7 +36,7 @@ static const ncclRedOp_t nccl_ops[COLL_OP_COUNT] = {
     [COLL_MIN] = ncclMin, [COLL_AVG] = ncclAvg,
 };
 
-static coll_status_t map_dtype(const coll_nccl_be_t *be, coll_dtype_t dt,
+coll_status_t coll__nccl_dtype(const coll_nccl_be_t *be, coll_dtype_t dt,
                                ncclDataType_t *out, const char *what) {
   if ((unsigned)dt >= COLL_DTYPE_COUNT)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid dtype %d", what,
@@ -44,162 +48,191 @@ static coll_status_t map_dtype(const coll_nccl_be_t *be, coll_dtype_t dt,
 }
 
 static coll_status_t map_op(const coll_nccl_be_t *be, coll_op_t op,
-                            ncclRedOp_t *out, const char *what) {
+                            coll_dtype_t dt, ncclRedOp_t *out,
+                            const char *what) {
   if ((unsigned)op >= COLL_OP_COUNT)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid op %d", what, (int)op);
   if (op == COLL_AVG && be->version < NCCL_V2_10)
     return too_old(be, what, "avg", "2.10");
+  COLL_CHECK(coll__nccl_check_numerics(dt, op, what));
   *out = nccl_ops[op];
   return COLL_OK;
 }
 
-static coll_status_t nccl_res(const coll_nccl_be_t *be, ncclResult_t r,
-                              const char *what) {
-  return coll__nccl_result(be->t, r, be->nc, what);
-}
+/* Everything one work item needs, mapped before the group opens. */
+typedef struct mapped {
+  ncclDataType_t dt[COLL_WORK_INLINE_BUFS];
+  ncclDataType_t *dts; /* per buffer of a batch (dt or heap) */
+  ncclDataType_t one;
+  ncclRedOp_t op;
+  ncclRedOp_t premul[COLL_DTYPE_COUNT]; /* per dtype, created */
+  int has_premul[COLL_DTYPE_COUNT];
+} mapped_t;
 
-/* Runs the allreduce of every buffer inside one NCCL group, so a batch is
- * one launch. A failed enqueue still ends the group; the first error is
- * what is reported. */
-static coll_status_t allreduce_bufs(coll_nccl_be_t *be, const coll_work_t *w,
-                                    ncclRedOp_t op, int premul,
-                                    cudaStream_t st) {
+static coll_status_t map_work(coll_nccl_be_t *be, const coll_work_t *w,
+                              mapped_t *m) {
   const char *what = coll__work_name(w->kind);
-  ncclDataType_t dt = ncclFloat32;
-  ncclResult_t r, r_end;
-  coll_status_t s = COLL_OK;
   size_t i;
-  r = be->t->nccl_group_start();
-  if (r != ncclSuccess) return nccl_res(be, r, what);
+  m->dts = m->dt;
+  if (w->nbufs > COLL_WORK_INLINE_BUFS) {
+    m->dts = malloc(w->nbufs * sizeof *m->dts);
+    if (m->dts == NULL)
+      return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
+  }
   for (i = 0; i < w->nbufs; i++) {
-    const coll_buffer_t *b = &w->bufs[i];
-    const void *src = b->data;
-    if (!premul && w->nbufs == 1 && w->send != NULL) src = w->send;
-    s = map_dtype(be, b->dtype, &dt, what);
-    if (s != COLL_OK) break;
-    r = be->t->nccl_all_reduce(src, b->data, b->count, dt, op, be->nc, st);
-    if (r != ncclSuccess) {
-      s = nccl_res(be, r, what);
-      break;
-    }
+    COLL_CHECK(coll__nccl_dtype(be, w->bufs[i].dtype, &m->dts[i], what));
+    if (w->kind == COLL_WORK_ALLREDUCE)
+      COLL_CHECK(coll__nccl_check_numerics(w->bufs[i].dtype, w->op, what));
   }
-  r_end = be->t->nccl_group_end();
-  if (s == COLL_OK && r_end != ncclSuccess) s = nccl_res(be, r_end, what);
-  return s;
-}
-
-static coll_status_t allreduce(coll_nccl_be_t *be, const coll_work_t *w,
-                               cudaStream_t st) {
-  const char *what = coll__work_name(w->kind);
-  ncclRedOp_t op = ncclSum;
-  ncclDataType_t dt = ncclFloat32;
-  ncclResult_t r;
-  COLL_CHECK(map_op(be, w->op, &op, what));
-  if (w->nbufs > 0) return allreduce_bufs(be, w, op, 0, st);
-  COLL_CHECK(map_dtype(be, w->dtype, &dt, what));
-  r = be->t->nccl_all_reduce(w->send != NULL ? w->send : w->recv, w->recv,
-                             w->count, dt, op, be->nc, st);
-  return nccl_res(be, r, what);
-}
-
-/* The pre-multiplied sum's op lives inside this call only: created, used by
- * the group, destroyed on every path (NCCL allows it once the last call
- * given the op returned). */
-static coll_status_t premul_sum(coll_nccl_be_t *be, const coll_work_t *w,
-                                cudaStream_t st) {
-  const char *what = coll__work_name(w->kind);
-  float factor = w->factor;
-  ncclRedOp_t op = ncclSum;
-  ncclResult_t r;
-  coll_status_t s;
-  size_t i;
-  if (be->version < NCCL_V2_11 ||
-      be->t->nccl_red_op_create_pre_mul_sum == NULL ||
-      be->t->nccl_red_op_destroy == NULL)
-    return too_old(be, what, "ncclRedOpCreatePreMulSum", "2.11");
-  for (i = 0; i < w->nbufs; i++)
-    if (w->bufs[i].dtype != COLL_F32)
-      return coll__err(COLL_ERR_UNSUPPORTED,
-                       "%s: an NCCL comm takes f32 buffers only; buffer %zu "
-                       "is %s",
-                       what, i, coll_dtype_name(w->bufs[i].dtype));
-  r = be->t->nccl_red_op_create_pre_mul_sum(&op, &factor, ncclFloat32,
-                                            ncclScalarHostImmediate, be->nc);
-  if (r != ncclSuccess) return nccl_res(be, r, "ncclRedOpCreatePreMulSum");
-  s = allreduce_bufs(be, w, op, 1, st);
-  r = be->t->nccl_red_op_destroy(op, be->nc);
-  if (s == COLL_OK && r != ncclSuccess) s = nccl_res(be, r, "ncclRedOpDestroy");
-  return s;
-}
-
-static coll_status_t barrier(coll_nccl_be_t *be, cudaStream_t st) {
-  cudaError_t e;
-  ncclResult_t r;
-  if (be->barrier_buf == NULL) {
-    e = be->t->cuda_malloc(&be->barrier_buf, sizeof(float));
-    if (e != cudaSuccess) {
-      be->barrier_buf = NULL;
-      return coll__cuda_result(be->t, e, "barrier: cudaMalloc");
-    }
-  }
-  /* A one-element allreduce completes only once every rank issued it. */
-  r = be->t->nccl_all_reduce(be->barrier_buf, be->barrier_buf, 1, ncclFloat32,
-                             ncclMax, be->nc, st);
-  return nccl_res(be, r, "barrier");
-}
-
-coll_status_t coll__nccl_enqueue(coll_nccl_be_t *be, const coll_work_t *w,
-                                 cudaStream_t st) {
-  const coll_nccl_table_t *t = be->t;
-  const char *what = coll__work_name(w->kind);
-  ncclDataType_t dt = ncclFloat32;
-  ncclRedOp_t op = ncclSum;
-  ncclResult_t r;
   switch (w->kind) {
+    case COLL_WORK_BROADCAST:
+    case COLL_WORK_ALLGATHER:
+      return coll__nccl_dtype(be, w->dtype, &m->one, what);
     case COLL_WORK_ALLREDUCE:
-      return allreduce(be, w, st);
+    case COLL_WORK_REDUCE_SCATTER:
+    case COLL_WORK_REDUCE:
+      if (w->nbufs == 0) COLL_CHECK(coll__nccl_dtype(be, w->dtype, &m->one, what));
+      return map_op(be, w->op, w->nbufs ? w->bufs[0].dtype : w->dtype, &m->op,
+                    what);
     case COLL_WORK_PREMUL_SUM:
-      return premul_sum(be, w, st);
+      if (be->version < NCCL_V2_11 ||
+          be->t->nccl_red_op_create_pre_mul_sum == NULL ||
+          be->t->nccl_red_op_destroy == NULL)
+        return too_old(be, what, "ncclRedOpCreatePreMulSum", "2.11");
+      for (i = 0; i < w->nbufs; i++)
+        COLL_CHECK(coll__nccl_premul_dtype(w->bufs[i].dtype, i, what));
+      return COLL_OK;
     case COLL_WORK_BARRIER:
-      return barrier(be, st);
+      return COLL_OK;
     case COLL_WORK_NEGOTIATE:
     case COLL_WORK_FEDAVG:
       return coll__err(COLL_ERR_UNSUPPORTED,
                        "%s runs on CPU comms only (this comm is NCCL's)", what);
     default:
-      break;
-  }
-  COLL_CHECK(map_dtype(be, w->dtype, &dt, what));
-  switch (w->kind) {
-    case COLL_WORK_BROADCAST:
-      r = t->nccl_broadcast(w->recv, w->recv, w->count, dt, w->root, be->nc,
-                            st);
-      break;
-    case COLL_WORK_ALLGATHER:
-      r = t->nccl_all_gather(w->send, w->recv, w->count, dt, be->nc, st);
-      break;
-    case COLL_WORK_REDUCE_SCATTER:
-      COLL_CHECK(map_op(be, w->op, &op, what));
-      r = t->nccl_reduce_scatter(w->send, w->recv, w->count, dt, op, be->nc,
-                                 st);
-      break;
-    case COLL_WORK_REDUCE:
-      COLL_CHECK(map_op(be, w->op, &op, what));
-      /* recv may be NULL off the root, where NCCL writes nothing. */
-      r = t->nccl_reduce(w->send, w->recv != NULL ? w->recv : (void *)w->send,
-                         w->count, dt, op, w->root, be->nc, st);
-      break;
-    case COLL_WORK_SEND:
-      /* NCCL matches point-to-point calls in issue order per peer; tags
-       * are not carried (like torch's NCCL process group). */
-      r = t->nccl_send(w->send, w->count, dt, w->root, be->nc, st);
-      break;
-    case COLL_WORK_RECV:
-      r = t->nccl_recv(w->recv, w->count, dt, w->root, be->nc, st);
-      break;
-    default:
       return coll__err(COLL_ERR_INTERNAL, "%s: unknown work kind %d", what,
                        (int)w->kind);
   }
-  return nccl_res(be, r, what);
+}
+
+static void unmap(mapped_t *m) {
+  if (m->dts != m->dt) free(m->dts);
+  m->dts = m->dt;
+}
+
+/* One op per dtype of the batch, each with the factor in that dtype (NCCL
+ * ties an op to a comm and a datatype). */
+static coll_status_t premul_ops(coll_nccl_be_t *be, const coll_work_t *w,
+                                mapped_t *m) {
+  size_t i;
+  for (i = 0; i < w->nbufs; i++) {
+    coll_dtype_t dt = w->bufs[i].dtype;
+    unsigned char scalar[8];
+    ncclResult_t r;
+    if (m->has_premul[dt]) continue;
+    coll__nccl_premul_scalar(dt, w->factor, scalar);
+    r = be->t->nccl_red_op_create_pre_mul_sum(
+        &m->premul[dt], scalar, m->dts[i], ncclScalarHostImmediate, be->nc);
+    if (r != ncclSuccess)
+      return coll__nccl_enqueue_error(be, r, "ncclRedOpCreatePreMulSum");
+    m->has_premul[dt] = 1;
+  }
+  return COLL_OK;
+}
+
+/* Destroys the ops now (NCCL took the work) or once the comm settles. */
+static void premul_release(coll_nccl_be_t *be, mapped_t *m, int later) {
+  int d;
+  for (d = 0; d < COLL_DTYPE_COUNT; d++) {
+    if (!m->has_premul[d]) continue;
+    if (later && be->npend_ops < COLL_NCCL_MAX_PEND_OPS)
+      be->pend_ops[be->npend_ops++] = m->premul[d];
+    else if (!later)
+      be->t->nccl_red_op_destroy(m->premul[d], be->nc);
+    m->has_premul[d] = 0;
+  }
+}
+
+/* The calls themselves, inside the open group. */
+static ncclResult_t calls(coll_nccl_be_t *be, const coll_work_t *w,
+                          const mapped_t *m, cudaStream_t st) {
+  const coll_nccl_table_t *t = be->t;
+  ncclResult_t r = ncclSuccess;
+  size_t i;
+  switch (w->kind) {
+    case COLL_WORK_ALLREDUCE:
+    case COLL_WORK_PREMUL_SUM:
+      if (w->nbufs == 0)
+        return t->nccl_all_reduce(w->send != NULL ? w->send : w->recv, w->recv,
+                                  w->count, m->one, m->op, be->nc, st);
+      for (i = 0; i < w->nbufs && r == ncclSuccess; i++) {
+        const coll_buffer_t *b = &w->bufs[i];
+        const void *src = b->data;
+        int premul = w->kind == COLL_WORK_PREMUL_SUM;
+        if (!premul && w->nbufs == 1 && w->send != NULL) src = w->send;
+        r = t->nccl_all_reduce(src, b->data, b->count, m->dts[i],
+                               premul ? m->premul[b->dtype] : m->op, be->nc,
+                               st);
+      }
+      return r;
+    case COLL_WORK_BARRIER:
+      /* A one-element allreduce completes only once every rank issued it. */
+      return t->nccl_all_reduce(be->barrier_buf, be->barrier_buf, 1,
+                                ncclFloat32, ncclMax, be->nc, st);
+    case COLL_WORK_BROADCAST:
+      return t->nccl_broadcast(w->recv, w->recv, w->count, m->one, w->root,
+                               be->nc, st);
+    case COLL_WORK_ALLGATHER:
+      return t->nccl_all_gather(w->send, w->recv, w->count, m->one, be->nc, st);
+    case COLL_WORK_REDUCE_SCATTER:
+      return t->nccl_reduce_scatter(w->send, w->recv, w->count, m->one, m->op,
+                                    be->nc, st);
+    case COLL_WORK_REDUCE:
+      /* recv may be NULL off the root, where NCCL writes nothing. */
+      return t->nccl_reduce(w->send,
+                            w->recv != NULL ? w->recv : (void *)w->send,
+                            w->count, m->one, m->op, w->root, be->nc, st);
+    default:
+      return ncclInvalidUsage;
+  }
+}
+
+coll_status_t coll__nccl_enqueue(coll_nccl_be_t *be, const coll_work_t *w,
+                                 cudaStream_t st, ncclResult_t *res) {
+  const char *what = coll__work_name(w->kind);
+  mapped_t m;
+  ncclResult_t r, r_end;
+  coll_status_t s;
+  memset(&m, 0, sizeof m);
+  *res = ncclSuccess;
+  s = map_work(be, w, &m);
+  if (s == COLL_OK && w->kind == COLL_WORK_PREMUL_SUM) s = premul_ops(be, w, &m);
+  if (s != COLL_OK) {
+    premul_release(be, &m, 0);
+    unmap(&m);
+    return s;
+  }
+  r = be->t->nccl_group_start();
+  if (r == ncclSuccess) {
+    r = calls(be, w, &m, st);
+    r_end = be->t->nccl_group_end();
+    if (r == ncclSuccess) r = r_end;
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    /* A group that failed may have launched part of its work. */
+    be->lost_track = 1;
+    s = coll__nccl_enqueue_error(be, r, what);
+  }
+  if (!atomic_load(&be->torn)) premul_release(be, &m, r == ncclInProgress);
+  unmap(&m);
+  *res = r;
+  return s;
+}
+
+ncclResult_t coll__nccl_enqueue_p2p(coll_nccl_be_t *be,
+                                    const coll_nccl_req_t *r) {
+  const coll_work_t *w = &r->w;
+  ncclDataType_t dt = nccl_dtypes[w->dtype];
+  if (w->kind == COLL_WORK_SEND)
+    return be->t->nccl_send(w->send, w->count, dt, w->root, be->nc, r->st);
+  return be->t->nccl_recv(w->recv, w->count, dt, w->root, be->nc, r->st);
 }

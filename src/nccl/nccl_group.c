@@ -249,7 +249,8 @@ static void unlock_guards(coll_group_t *g, int n) {
 }
 
 /* Enqueues w on every device inside one NCCL group (the single-thread rule
- * for several devices) under every comm's issue guard, then waits. */
+ * for several devices) under every comm's issue guard, then waits outside
+ * the guards. */
 static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
                                void *const *bufs, void *const *streams,
                                int nstreams, coll_nccl_req_t **reqs) {
@@ -257,7 +258,12 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
   const coll_nccl_table_t *t = ((coll_nccl_be_t *)g->comms[0]->be)->t;
   coll_status_t s = COLL_OK, s2;
   int i, locked = 0, saved = COLL_NO_DEVICE, cur;
-  ncclResult_t r;
+  ncclResult_t r, res = ncclSuccess;
+  /* NCCL takes no call on a comm still in progress: settle them first,
+   * outside the guards. */
+  for (i = 0; i < g->ndev && s == COLL_OK; i++)
+    s = coll__nccl_settle(g->comms[i]->be, what);
+  if (s != COLL_OK) return s;
   for (; locked < g->ndev; locked++)
     uv_mutex_lock(&g->comms[locked]->abort->guard);
   for (i = 0; i < g->ndev && s == COLL_OK; i++)
@@ -267,7 +273,10 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
                   done);
   for (i = 0; i < g->ndev && s == COLL_OK; i++) {
     s = coll__cuda_device_enter(t, g->devs[i], &cur, what);
-    if (s == COLL_OK) s = coll__nccl_req_new(g->comms[i]->be, w, &reqs[i]);
+    if (s == COLL_OK)
+      s = coll__nccl_req_new(g->comms[i]->be, w,
+                             nstreams ? (cudaStream_t)streams[i] : NULL,
+                             &reqs[i]);
   }
   if (s != COLL_OK) goto done;
   r = t->nccl_group_start();
@@ -276,29 +285,28 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
     goto done;
   }
   for (i = 0; i < g->ndev && s == COLL_OK; i++) {
+    s = coll__cuda_device_enter(t, g->devs[i], &cur, what);
     w->recv = bufs[i];
     w->stream = nstreams ? streams[i] : NULL;
-    s = coll__nccl_enqueue(g->comms[i]->be, w, (cudaStream_t)w->stream);
+    if (s == COLL_OK)
+      s = coll__nccl_enqueue(g->comms[i]->be, w, (cudaStream_t)w->stream, &r);
   }
-  r = t->nccl_group_end();
-  if (s == COLL_OK && r != ncclSuccess) s = coll__nccl_result(t, r, NULL, what);
+  res = t->nccl_group_end();
+  if (s == COLL_OK && res != ncclSuccess && res != ncclInProgress) {
+    for (i = 0; i < g->ndev; i++) ((coll_nccl_be_t *)g->comms[i]->be)->lost_track = 1;
+    s = coll__nccl_result(t, res, NULL, what);
+  }
   if (s != COLL_OK) goto done;
   /* The launch happened at ncclGroupEnd: record each event after it, on
-   * its own device. */
+   * its own device (or once each comm settles). */
   for (i = 0; i < g->ndev; i++) {
     s2 = coll__cuda_device_enter(t, g->devs[i], &cur, what);
-    if (s2 == COLL_OK)
-      s2 = coll__nccl_req_arm(reqs[i], nstreams ? streams[i] : NULL);
-    if (s2 != COLL_OK) {
-      coll__nccl_req_discard(reqs[i]);
-      reqs[i] = NULL;
-      if (s == COLL_OK) s = s2;
-    }
+    if (s2 == COLL_OK) s2 = coll__nccl_req_launched(reqs[i], res);
+    if (s2 != COLL_OK && s == COLL_OK) s = s2;
   }
   unlock_guards(g, locked);
   locked = 0;
   for (i = 0; i < g->ndev; i++) {
-    if (reqs[i] == NULL) continue;
     s2 = coll__nccl_req_wait(reqs[i]);
     reqs[i] = NULL;
     if (s == COLL_OK) s = s2;

@@ -1,19 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_request.c: requests on NCCL comms. A request completes when the
- * stream work before its event completes. Waiting polls (never blocks in a
- * CUDA call that can hang): the event, the abort flag, NCCL's async error and
- * the comm's timeout. An async error or a timeout aborts the comm, like
- * torch's watchdog, and the reason sticks to the comm. */
-#include <errno.h>
-#include <sched.h>
+/* nccl_request.c: requests on NCCL comms, and settling a comm NCCL answered
+ * ncclInProgress for. A request completes when the stream work before its
+ * event completes. Waiting polls (never blocks in a call that can hang): the
+ * comm's state, the events, the abort flag, NCCL's async error and the
+ * timeout. An async error or a timeout aborts the comm, like torch's
+ * watchdog, and the reason sticks to the comm.
+ *
+ * The timeout of a collective counts from the moment its work can start on
+ * the stream (the start event recorded before it completed), so work queued
+ * behind the caller's own long kernels does not time out (M8 of the review);
+ * waiting for NCCL to take the work (peers connecting) counts from the
+ * enqueue. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cuda/cuda_util.h"
+#include "nccl/nccl_async.h"
 #include "nccl/nccl_comm.h"
 
 static coll_status_t req_wait_op(coll_request_t *hdr);
@@ -27,12 +32,14 @@ static coll_status_t event_take(coll_nccl_be_t *be, cudaEvent_t *ev) {
     return COLL_OK;
   }
   e = be->t->cuda_event_create(ev, cudaEventDisableTiming);
+  if (e != cudaSuccess) *ev = NULL;
   return coll__cuda_result(be->t, e, "cudaEventCreate");
 }
 
 /* Keeps the event for the next request (any thread may free it later: an
  * event is not tied to the current device when destroyed). */
 static void event_give(coll_nccl_be_t *be, cudaEvent_t ev) {
+  if (ev == NULL) return;
   if (be->nevents == be->capevents) {
     int cap = be->capevents ? be->capevents * 2 : 8;
     cudaEvent_t *n = realloc(be->events, (size_t)cap * sizeof *n);
@@ -53,64 +60,105 @@ void coll__nccl_events_free(coll_nccl_be_t *be) {
   be->capevents = 0;
 }
 
-coll_status_t coll__nccl_req_new(coll_nccl_be_t *be, const coll_work_t *w,
-                                 coll_nccl_req_t **out) {
-  coll_nccl_req_t *r = calloc(1, sizeof *r);
-  coll_status_t s;
-  if (r == NULL) return coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-  r->hdr.ops = &req_ops;
-  r->t = be->t;
-  r->be = be;
-  r->kind = w->kind;
-  r->received = w->kind == COLL_WORK_RECV ? w->received : NULL;
-  r->count = w->count;
-  s = event_take(be, &r->ev);
-  if (s != COLL_OK) {
-    free(r);
-    return s;
-  }
-  *out = r;
-  return COLL_OK;
-}
-
-coll_status_t coll__nccl_req_arm(coll_nccl_req_t *r, cudaStream_t st) {
+static void req_link(coll_nccl_req_t *r) {
   coll_nccl_be_t *be = r->be;
-  cudaError_t e = be->t->cuda_event_record(r->ev, st);
-  if (e != cudaSuccess) {
-    /* The work is on the stream but nothing tells when it ends: destroy
-     * must abort rather than wait for it. */
-    be->lost_track = 1;
-    return coll__cuda_result(be->t, e, "cudaEventRecord");
-  }
-  r->deadline_ms = coll__deadline(be->comm->timeout_ms);
+  r->prev = NULL;
   r->next = be->live;
   if (be->live != NULL) be->live->prev = r;
   be->live = r;
-  return COLL_OK;
-}
-
-void coll__nccl_req_discard(coll_nccl_req_t *r) {
-  if (r == NULL) return;
-  event_give(r->be, r->ev);
-  free(r);
 }
 
 static void req_unlink(coll_nccl_req_t *r) {
   if (r->be == NULL) return;
   if (r->prev != NULL)
     r->prev->next = r->next;
-  else
+  else if (r->be->live == r)
     r->be->live = r->next;
   if (r->next != NULL) r->next->prev = r->prev;
   r->prev = r->next = NULL;
 }
 
+coll_nccl_req_t *coll__nccl_req_alloc(coll_nccl_be_t *be, const coll_work_t *w) {
+  coll_nccl_req_t *r = calloc(1, sizeof *r);
+  if (r == NULL) return NULL;
+  r->hdr.ops = &req_ops;
+  r->t = be->t;
+  r->be = be;
+  r->kind = w->kind;
+  r->received = w->kind == COLL_WORK_RECV ? w->received : NULL;
+  r->count = w->count;
+  r->deadline_ms = -1;
+  return r;
+}
+
+coll_status_t coll__nccl_req_events(coll_nccl_req_t *r, cudaStream_t st) {
+  coll_nccl_be_t *be = r->be;
+  cudaError_t e;
+  r->st = st;
+  COLL_CHECK(event_take(be, &r->start));
+  COLL_CHECK(event_take(be, &r->ev));
+  e = be->t->cuda_event_record(r->start, st);
+  return coll__cuda_result(be->t, e, "cudaEventRecord");
+}
+
+coll_status_t coll__nccl_req_new(coll_nccl_be_t *be, const coll_work_t *w,
+                                 cudaStream_t st, coll_nccl_req_t **out) {
+  coll_nccl_req_t *r = coll__nccl_req_alloc(be, w);
+  coll_status_t s;
+  if (r == NULL) return coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  s = coll__nccl_req_events(r, st);
+  if (s != COLL_OK) {
+    coll__nccl_req_discard(r);
+    return s;
+  }
+  *out = r;
+  return COLL_OK;
+}
+
+/* Records the completion event of work NCCL has put on the stream. */
+static coll_status_t req_arm(coll_nccl_req_t *r) {
+  coll_nccl_be_t *be = r->be;
+  cudaError_t e = be->t->cuda_event_record(r->ev, r->st);
+  if (e != cudaSuccess) {
+    /* The work is on the stream but nothing tells when it ends: destroy
+     * must abort rather than wait for it. */
+    be->lost_track = 1;
+    return coll__cuda_result(be->t, e, "cudaEventRecord");
+  }
+  r->state = NREQ_RUNNING;
+  return COLL_OK;
+}
+
+coll_status_t coll__nccl_req_launched(coll_nccl_req_t *r, ncclResult_t res) {
+  coll_nccl_be_t *be = r->be;
+  if (r->state == NREQ_QUEUED && r->prev == NULL && be->live != r) req_link(r);
+  if (res == ncclInProgress) {
+    r->state = NREQ_LAUNCHING;
+    if (!be->inprogress) {
+      be->inprogress = 1;
+      be->inprogress_deadline_ms = coll__deadline(be->comm->timeout_ms);
+    }
+    return COLL_OK;
+  }
+  return req_arm(r);
+}
+
+void coll__nccl_req_discard(coll_nccl_req_t *r) {
+  if (r == NULL) return;
+  event_give(r->be, r->start);
+  event_give(r->be, r->ev);
+  free(r);
+}
+
 static void req_free(coll_nccl_req_t *r) {
   req_unlink(r);
-  if (r->be != NULL)
+  if (r->be != NULL) {
+    event_give(r->be, r->start);
     event_give(r->be, r->ev);
-  else
-    r->t->cuda_event_destroy(r->ev);
+  } else {
+    if (r->start != NULL) r->t->cuda_event_destroy(r->start);
+    if (r->ev != NULL) r->t->cuda_event_destroy(r->ev);
+  }
   free(r);
 }
 
@@ -119,7 +167,10 @@ int coll__nccl_req_orphan_all(coll_nccl_be_t *be) {
   int running = 0;
   for (r = be->live; r != NULL; r = next) {
     next = r->next;
-    if (!r->done && be->t->cuda_event_query(r->ev) != cudaSuccess) running = 1;
+    if (!r->done && r->state == NREQ_LAUNCHING) running = 1;
+    if (!r->done && r->state == NREQ_RUNNING &&
+        be->t->cuda_event_query(r->ev) != cudaSuccess)
+      running = 1;
     if (!r->done) {
       r->done = 1;
       r->status = COLL_ERR_ABORTED;
@@ -128,9 +179,10 @@ int coll__nccl_req_orphan_all(coll_nccl_be_t *be) {
                coll__work_name(r->kind));
     }
     r->be = NULL;
-    r->prev = r->next = NULL;
+    r->prev = r->next = r->batch_next = NULL;
   }
   be->live = NULL;
+  be->batch = be->batch_tail = NULL;
   return running;
 }
 
@@ -139,6 +191,8 @@ static coll_status_t req_finish(coll_nccl_req_t *r, coll_status_t s) {
   r->status = s;
   if (s == COLL_OK) {
     r->err[0] = '\0';
+    /* NCCL moves exactly count elements: sender and receiver must agree
+     * (documented in coll.h). */
     if (r->received != NULL) *r->received = r->count;
   } else {
     coll__err_save(r->err);
@@ -146,10 +200,8 @@ static coll_status_t req_finish(coll_nccl_req_t *r, coll_status_t s) {
   return s;
 }
 
-/* The watchdog: records why the comm failed (first reason wins), aborts it
- * through its abort handle (so the teardown claim is honored) and reports
- * the reason. The caller recorded the reason as this thread's error text. */
-static coll_status_t comm_fail(coll_nccl_be_t *be, coll_status_t s) {
+coll_status_t coll__nccl_fail(coll_nccl_be_t *be, coll_status_t s,
+                              int locked) {
   char why[COLL_ERRMSG_MAX];
   coll__err_save(why);
   if (!atomic_load_explicit(&be->failed, memory_order_acquire)) {
@@ -160,8 +212,18 @@ static coll_status_t comm_fail(coll_nccl_be_t *be, coll_status_t s) {
     COLL_WARN(COLL_LOG_NCCL, "comm '%s' rank %d: %s", be->comm->name,
               be->comm->rank, be->fail_why);
   }
-  coll_abort(be->comm->abort);
+  if (locked)
+    coll__abort_locked(be->comm->abort);
+  else
+    coll_abort(be->comm->abort);
   return coll__err(be->fail_status, "%s", be->fail_why);
+}
+
+coll_status_t coll__nccl_enqueue_error(coll_nccl_be_t *be, ncclResult_t r,
+                                       const char *what) {
+  coll_status_t s = coll__nccl_result(be->t, r, be->nc, what);
+  if (r == ncclInvalidArgument || r == ncclInvalidUsage) return s;
+  return coll__nccl_fail(be, s, 1);
 }
 
 coll_status_t coll__nccl_usable(coll_nccl_be_t *be, const char *what) {
@@ -173,60 +235,124 @@ coll_status_t coll__nccl_usable(coll_nccl_be_t *be, const char *what) {
   return COLL_OK;
 }
 
+static void watch_init(coll_nccl_be_t *be, coll_nccl_watch_t *w,
+                       int64_t deadline_ms) {
+  memset(w, 0, sizeof *w);
+  w->t = be->t;
+  w->nc = be->nc;
+  w->mu = &be->mu;
+  w->torn = &be->torn;
+  w->aborted = &be->comm->abort->aborted;
+  w->deadline_ms = deadline_ms;
+}
+
+/* NCCL took the work: record the held events on the comm's device (this
+ * thread may have another current), destroy the ops kept for it. */
+static coll_status_t settled(coll_nccl_be_t *be, const char *what) {
+  coll_nccl_req_t *r;
+  coll_status_t s = COLL_OK, s2;
+  int saved = COLL_NO_DEVICE, i;
+  be->inprogress = 0;
+  COLL_CHECK(coll__cuda_device_enter(be->t, be->dev, &saved, what));
+  for (r = be->live; r != NULL; r = r->next) {
+    if (r->done || r->state != NREQ_LAUNCHING) continue;
+    s2 = req_arm(r);
+    if (s == COLL_OK) s = s2;
+  }
+  for (i = 0; i < be->npend_ops; i++)
+    be->t->nccl_red_op_destroy(be->pend_ops[i], be->nc);
+  be->npend_ops = 0;
+  coll__cuda_device_leave(be->t, saved);
+  return s;
+}
+
+coll_status_t coll__nccl_settle_step(coll_nccl_be_t *be, int *busy,
+                                     const char *what) {
+  coll_nccl_watch_t w;
+  coll_status_t s;
+  *busy = 0;
+  if (!be->inprogress) return COLL_OK;
+  watch_init(be, &w, be->inprogress_deadline_ms);
+  s = coll__nccl_watch_step(&w, busy, what);
+  if (s == COLL_OK && *busy) return COLL_OK;
+  if (s == COLL_OK) return settled(be, what);
+  if (s == COLL_ERR_ABORTED) return coll__nccl_usable(be, what);
+  if (s == COLL_ERR_TIMEOUT)
+    coll__err(COLL_ERR_TIMEOUT,
+              "%s: NCCL did not take the work within %lld ms on comm '%s' "
+              "rank %d: a peer has not reached the same call (NCCL connects "
+              "at first use)",
+              what, (long long)be->comm->timeout_ms, be->comm->name,
+              be->comm->rank);
+  else
+    coll__err_prefix("NCCL reported an asynchronous error");
+  return coll__nccl_fail(be, s, 0);
+}
+
+coll_status_t coll__nccl_settle(coll_nccl_be_t *be, const char *what) {
+  unsigned spins = 0;
+  int busy = 1;
+  coll_status_t s;
+  for (;;) {
+    s = coll__nccl_settle_step(be, &busy, what);
+    if (s != COLL_OK || !busy) return s;
+    coll__nccl_backoff(&spins);
+  }
+}
+
+/* NCCL's asynchronous error on a running comm (a peer failed, a network
+ * error); COLL_OK while healthy. */
 static coll_status_t async_error(coll_nccl_be_t *be, const char *what) {
-  ncclResult_t ae = ncclSuccess, r = ncclSuccess;
-  uv_mutex_lock(&be->mu);
-  if (!atomic_load(&be->torn))
-    r = be->t->nccl_comm_get_async_error(be->nc, &ae);
-  uv_mutex_unlock(&be->mu);
-  if (r == ncclSuccess && (ae == ncclSuccess || ae == ncclInProgress))
-    return COLL_OK;
-  if (r == ncclSuccess) r = ae;
-  coll__nccl_result(be->t, r, NULL, what);
+  coll_nccl_watch_t w;
+  int busy = 0;
+  coll_status_t s;
+  watch_init(be, &w, -1);
+  s = coll__nccl_watch_step(&w, &busy, what);
+  if (s == COLL_OK || s == COLL_ERR_ABORTED) return s;
   coll__err_prefix("NCCL reported an asynchronous error");
-  return COLL_ERR_BACKEND;
+  return s;
 }
 
 /* One look at the request; sets r->done when it is over. */
 static coll_status_t req_poll(coll_nccl_req_t *r) {
   coll_nccl_be_t *be = r->be;
   const char *what = coll__work_name(r->kind);
+  int busy = 0;
   cudaError_t e;
   coll_status_t s;
-  if (r->done) return r->status;
-  if (be == NULL) return r->status; /* orphans are done */
+  if (r->done || be == NULL) return r->status; /* orphans are done */
   s = coll__nccl_usable(be, what);
   if (s != COLL_OK) return req_finish(r, s);
+  if (r->state == NREQ_QUEUED) {
+    s = coll__nccl_p2p_flush(be, what);
+    if (s != COLL_OK) return req_finish(r, s);
+  }
+  if (r->state == NREQ_LAUNCHING) {
+    s = coll__nccl_settle_step(be, &busy, what);
+    if (s != COLL_OK) return req_finish(r, s);
+    if (busy || r->state != NREQ_RUNNING) return COLL_OK;
+  }
+  if (r->deadline_ms < 0 && be->comm->timeout_ms >= 0 &&
+      be->t->cuda_event_query(r->start) == cudaSuccess)
+    r->deadline_ms = coll__deadline(be->comm->timeout_ms);
   e = be->t->cuda_event_query(r->ev);
   if (e == cudaSuccess) return req_finish(r, COLL_OK);
   if (e != cudaErrorNotReady) {
     s = coll__cuda_result(be->t, e, what);
-    return req_finish(r, comm_fail(be, s));
+    return req_finish(r, coll__nccl_fail(be, s, 0));
   }
   s = async_error(be, what);
-  if (s != COLL_OK) return req_finish(r, comm_fail(be, s));
+  if (s == COLL_ERR_ABORTED) return req_finish(r, coll__nccl_usable(be, what));
+  if (s != COLL_OK) return req_finish(r, coll__nccl_fail(be, s, 0));
   if (r->deadline_ms >= 0 && coll__now_ms() >= r->deadline_ms) {
     coll__err(COLL_ERR_TIMEOUT,
-              "%s did not complete within %lld ms on comm '%s' rank %d", what,
-              (long long)be->comm->timeout_ms, be->comm->name, be->comm->rank);
-    return req_finish(r, comm_fail(be, COLL_ERR_TIMEOUT));
+              "%s did not complete within %lld ms of starting on the stream "
+              "on comm '%s' rank %d",
+              what, (long long)be->comm->timeout_ms, be->comm->name,
+              be->comm->rank);
+    return req_finish(r, coll__nccl_fail(be, COLL_ERR_TIMEOUT, 0));
   }
   return COLL_OK;
-}
-
-/* Spin briefly (GPU collectives often finish in microseconds), then sleep in
- * growing steps capped at 200 us so an abort is seen within a millisecond. */
-static void backoff(unsigned *n) {
-  struct timespec ts = {0, 0};
-  unsigned k = (*n)++;
-  if (k < 256) {
-    sched_yield();
-    return;
-  }
-  k -= 256;
-  ts.tv_nsec = k < 20 ? (long)(k + 1) * 10000L : 200000L;
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
 }
 
 coll_status_t coll__nccl_req_wait(coll_nccl_req_t *r) {
@@ -235,7 +361,7 @@ coll_status_t coll__nccl_req_wait(coll_nccl_req_t *r) {
   for (;;) {
     s = req_poll(r);
     if (r->done) break;
-    backoff(&spins);
+    coll__nccl_backoff(&spins);
   }
   if (s != COLL_OK) coll__err_restore(r->err);
   req_free(r);

@@ -144,6 +144,16 @@ static ncclResult_t comm_init_rank_config(ncclComm_t *out, int nranks,
   return r;
 }
 
+/* A freed comm's reduction ops go with it, as in NCCL. */
+static void release_ops(struct ncclComm *c) {
+  int i;
+  for (i = 0; i < SI_MAXOPS; i++)
+    if (c->premul_live[i]) {
+      c->premul_live[i] = 0;
+      si.st.ops_live--;
+    }
+}
+
 static ncclResult_t comm_abort(ncclComm_t c) {
   ncclResult_t r;
   uv_mutex_lock(&si.mu);
@@ -152,8 +162,9 @@ static ncclResult_t comm_abort(ncclComm_t c) {
     c->freed = 1;
     si.st.comms_live--;
     si.st.comm_aborts++;
+    release_ops(c);
     si_progress_all(); /* its stuck kernels exit */
-    uv_cond_broadcast(&si.cv); /* and its calls waiting for peers return */
+    si_launch_progress(); /* and its calls waiting for peers return */
   }
   uv_mutex_unlock(&si.mu);
   return r;
@@ -177,6 +188,7 @@ static ncclResult_t comm_destroy(ncclComm_t c) {
     c->freed = 1;
     si.st.comms_live--;
     si.st.comm_destroys++;
+    release_ops(c);
     si_progress_all();
   }
   uv_mutex_unlock(&si.mu);
@@ -222,6 +234,10 @@ static ncclResult_t group_end(void) {
     }
   }
   si_group_ninit = 0;
+  if (r == ncclSuccess || r == ncclInProgress) {
+    ncclResult_t r2 = si_launch_group_end();
+    if (r == ncclSuccess) r = r2;
+  }
   uv_mutex_unlock(&si.mu);
   return r;
 }
@@ -287,6 +303,7 @@ void standin_set_hang(int hang) {
 }
 
 void si_nccl_free_all(void) {
+  si_launch_free_all();
   si_clique_t *q;
   si_slot_t *sl;
   struct ncclComm *c;

@@ -78,6 +78,8 @@ extern _Thread_local int si_group_ninit;
 
 typedef struct si_clique {
   char id[NCCL_UNIQUE_ID_BYTES];
+  unsigned coll_arrived;                   /* ranks at their first collective */
+  unsigned char p2p_arrived[SI_MAXR][SI_MAXR]; /* [r][peer]: r reached peer */
   int world, joined;
   int init_done; /* every rank joined and the device check ran */
   struct ncclComm *comms[SI_MAXR];
@@ -137,6 +139,17 @@ ncclResult_t si_comm_ok(struct ncclComm *c, const char *what);
 void si_nccl_fill_colls(coll_nccl_table_t *t);
 void si_nccl_free_all(void);
 void si_nccl_fill(coll_nccl_table_t *t);
+/* Posts one call's work to its stream now (standin_nccl.c). */
+void si_post_call(struct ncclComm *c, int kind, int peer, const si_arg_t *arg,
+                  cudaStream_t st);
+/* Launch rules (standin_launch.c): a call collected in the open group or
+ * launched now; the outermost group end; launches unblocked by an arrival
+ * or an abort; freeing what waits. */
+ncclResult_t si_launch_call(struct ncclComm *c, int kind, int peer,
+                            const si_arg_t *arg, cudaStream_t st);
+ncclResult_t si_launch_group_end(void);
+void si_launch_progress(void);
+void si_launch_free_all(void);
 void si_cuda_fill(coll_nccl_table_t *t);
 
 #endif

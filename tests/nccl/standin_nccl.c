@@ -249,31 +249,13 @@ ncclResult_t si_comm_ok(struct ncclComm *c, const char *what) {
   return ncclSuccess;
 }
 
-static ncclResult_t post(struct ncclComm *c, int kind, int peer,
-                         const si_arg_t *arg, cudaStream_t st) {
-  struct CUstream_st *s;
+void si_post_call(struct ncclComm *c, int kind, int peer, const si_arg_t *arg,
+                  cudaStream_t st) {
+  struct CUstream_st *s = si_stream(st, c->dev);
   si_slot_t *sl;
   si_op_t *op;
-  ncclResult_t r;
   int chan = -1;
   uint64_t seq;
-  uv_mutex_lock(&si.mu);
-  r = si_comm_ok(c, "collective");
-  if (r == ncclSuccess && si.fail_next != ncclSuccess) {
-    r = si.fail_next;
-    si.fail_next = ncclSuccess;
-  }
-  if (r == ncclSuccess && esize(arg->dt) == 0) r = ncclInvalidArgument;
-  s = r == ncclSuccess ? si_stream(st, c->dev) : NULL;
-  if (r == ncclSuccess && (s == NULL || s->dev != c->dev)) {
-    si_misuse("collective on a stream of device %d, comm on device %d",
-              s ? s->dev : -1, c->dev);
-    r = ncclInvalidUsage;
-  }
-  if (r != ncclSuccess) {
-    uv_mutex_unlock(&si.mu);
-    return r;
-  }
   if (kind == K_P2P) {
     int send = arg->send != NULL;
     chan = send ? c->rank * SI_MAXR + peer : peer * SI_MAXR + c->rank;
@@ -291,8 +273,31 @@ static ncclResult_t post(struct ncclComm *c, int kind, int peer,
   op->rank = c->rank;
   si.st.collectives++;
   si_post(s, op);
+}
+
+/* Checks a call as NCCL does when it is made; its work reaches the stream
+ * when standin_launch.c says so. */
+static ncclResult_t post(struct ncclComm *c, int kind, int peer,
+                         const si_arg_t *arg, cudaStream_t st) {
+  struct CUstream_st *s;
+  ncclResult_t r;
+  uv_mutex_lock(&si.mu);
+  r = si_comm_ok(c, "collective");
+  if (r == ncclSuccess && si.fail_next != ncclSuccess) {
+    r = si.fail_next;
+    si.fail_next = ncclSuccess;
+  }
+  if (r == ncclSuccess && esize(arg->dt) == 0) r = ncclInvalidArgument;
+  s = r == ncclSuccess ? si_stream(st, c->dev) : NULL;
+  if (r == ncclSuccess && (s == NULL || s->dev != c->dev)) {
+    si_misuse("collective on a stream of device %d, comm on device %d",
+              s ? s->dev : -1, c->dev);
+    r = ncclInvalidUsage;
+  }
+  if (r == ncclSuccess)
+    r = si_launch_call(c, kind, kind == K_P2P ? peer : -1, arg, st);
   uv_mutex_unlock(&si.mu);
-  return ncclSuccess;
+  return r;
 }
 
 static int op_index(struct ncclComm *c, ncclRedOp_t op, float *factor) {

@@ -131,13 +131,14 @@ static void colls_rank(int rank, int world, void *p) {
                      COLL_MIN, 1, NULL);
   for (k = 0; rank == 1 && k < N; k++) bad[5] |= x->b[rank][k] != (float)k;
   s[6] = coll_barrier(c);
-  /* A ring of messages: even ranks send first, odd ones receive first. */
+  /* A ring of messages: even ranks send first, odd ones receive first
+   * (NCCL carries no tags: tag 0). */
   if (rank % 2 == 0) {
-    s[7] = coll_send(c, x->a[rank], N, COLL_F32, right, 5);
-    s[8] = coll_recv(c, x->pr[rank], N, COLL_F32, left, 5, &received);
+    s[7] = coll_send(c, x->a[rank], N, COLL_F32, right, 0);
+    s[8] = coll_recv(c, x->pr[rank], N, COLL_F32, left, 0, &received);
   } else {
-    s[8] = coll_recv(c, x->pr[rank], N, COLL_F32, left, 5, &received);
-    s[7] = coll_send(c, x->a[rank], N, COLL_F32, right, 5);
+    s[8] = coll_recv(c, x->pr[rank], N, COLL_F32, left, 0, &received);
+    s[7] = coll_send(c, x->a[rank], N, COLL_F32, right, 0);
   }
   bad[8] |= received != N;
   for (k = 0; k < N; k++) bad[8] |= x->pr[rank][k] != left * 1000.0f + k;
@@ -227,29 +228,30 @@ static void test_premul_sum(void **state) {
   }
 }
 
-/* Refusals and failures on one world-1 comm: wrong dtype, failed
- * collective (the op is destroyed and the collective's error reported). */
+/* Refusals and failures on one world-1 comm: wrong dtype, a refused
+ * enqueue (the op is destroyed, the comm goes on), a failed one (sticky:
+ * the comm is aborted, H5 of the review). */
 static void test_premul_errors(void **state) {
   coll_comm_t *c = NULL;
   float *f = NULL;
-  uint16_t *h = NULL;
+  int32_t *h = NULL;
   coll_buffer_t bad[2], good[1];
   standin_stats_t st;
   (void)state;
   assert_int_equal(nt_rank_comms(1, 0, &c), 0);
   f = standin_dev_alloc(0, 8 * sizeof(float));
-  h = standin_dev_alloc(0, 8 * sizeof(uint16_t));
+  h = standin_dev_alloc(0, 8 * sizeof(int32_t));
   bad[0] = (coll_buffer_t){f, 8, COLL_F32};
-  bad[1] = (coll_buffer_t){h, 8, COLL_F16};
+  bad[1] = (coll_buffer_t){h, 8, COLL_I32};
   good[0] = bad[0];
   assert_int_equal(coll_allreduce_premul_sum(c, bad, 2, 2.0f, NULL),
                    COLL_ERR_UNSUPPORTED);
-  assert_non_null(strstr(coll_last_error(), "f32"));
-  assert_non_null(strstr(coll_last_error(), "buffer 1 is f16"));
-  standin_fail_next(ncclInternalError);
+  assert_non_null(strstr(coll_last_error(), "f16, bf16, f32 or f64"));
+  assert_non_null(strstr(coll_last_error(), "buffer 1 is i32"));
+  standin_fail_next(ncclInvalidArgument);
   assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL),
                    COLL_ERR_BACKEND);
-  assert_non_null(strstr(coll_last_error(), "internal error"));
+  assert_non_null(strstr(coll_last_error(), "invalid argument"));
   standin_stats(&st);
   assert_int_equal(st.ops_created, 1);
   assert_int_equal(st.ops_live, 0);
@@ -257,7 +259,23 @@ static void test_premul_errors(void **state) {
   f[0] = 1.5f;
   assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL), COLL_OK);
   assert_float_equal(f[0], 3.0f, 0);
-  coll_comm_destroy(c);
+  /* Any other NCCL error from an enqueue sticks and aborts the comm:
+   * destroy must not wait in ncclCommDestroy for a half-launched group. */
+  standin_fail_next(ncclInternalError);
+  assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL),
+                   COLL_ERR_BACKEND);
+  assert_non_null(strstr(coll_last_error(), "internal error"));
+  assert_int_equal(coll_allreduce(c, f, f, 1, COLL_F32, COLL_SUM, NULL),
+                   COLL_ERR_BACKEND);
+  assert_non_null(strstr(coll_last_error(), "internal error"));
+  assert_non_null(strstr(coll_last_error(), "was aborted"));
+  standin_stats(&st);
+  assert_int_equal(st.comm_aborts, 1);
+  assert_int_equal(coll_comm_destroy(c), COLL_OK);
+  standin_stats(&st);
+  assert_int_equal(st.comm_destroys, 0);
+  assert_int_equal(st.destroy_blocked, 0);
+  assert_int_equal(st.ops_live, 0);
   standin_dev_free(f);
   standin_dev_free(h);
   assert_true(nt_no_misuse());
