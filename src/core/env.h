@@ -11,6 +11,8 @@
   X(RANK, "RANK", "this process's rank, 0..WORLD_SIZE-1 (env:// init)")       \
   X(WORLD_SIZE, "WORLD_SIZE", "number of ranks in the job (env:// init)")     \
   X(LOCAL_RANK, "LOCAL_RANK", "rank within this host; picks the CUDA device") \
+  X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE",                                     \
+    "ranks on this host; above its CUDA device count, auto picks CPU")        \
   X(MASTER_ADDR, "MASTER_ADDR", "host of rank 0's rendezvous store")          \
   X(MASTER_PORT, "MASTER_PORT", "port of rank 0's rendezvous store")          \
   X(DEBUG, "COLL_DEBUG", "log level: NONE, WARN (default), INFO, TRACE")      \

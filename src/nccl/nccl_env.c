@@ -16,28 +16,65 @@
 
 #define UID_KEY "coll/nccl/unique_id"
 
+/* NCCL refuses two ranks of one comm on one device ("invalid usage" at
+ * init), and env:// puts every rank of the host in one comm, so a host that
+ * runs more local ranks (LOCAL_WORLD_SIZE, set by torchrun and coll-run)
+ * than it sees CUDA devices cannot use NCCL. This assumes every local rank
+ * sees the same devices, as under torchrun; a launcher that gives each rank
+ * a CUDA_VISIBLE_DEVICES of its own makes the test too strict. Returns 1
+ * and the two numbers in that case, 0 otherwise (also when LOCAL_WORLD_SIZE
+ * is unset). */
+static int ranks_exceed_devices(const coll_nccl_table_t *t, int64_t *ranks,
+                                int *devices) {
+  int count = 0;
+  if (coll__env_int(COLL_ENV_LOCAL_WORLD_SIZE, ranks) != 1 || *ranks <= 1)
+    return 0;
+  if (t->cuda_get_device_count(&count) != cudaSuccess || count <= 0) return 0;
+  *devices = count;
+  return *ranks > count;
+}
+
 int coll__nccl_env_selected(void) {
   const coll_nccl_table_t *t;
   const char *v = coll__backend_choice();
   char why[COLL_ERRMSG_MAX];
   coll_status_t s;
+  int64_t ranks = 0;
+  int devices = 0;
   if (v != NULL && strcasecmp(v, "cpu") == 0) return 0;
   if (v != NULL && strcasecmp(v, "nccl") == 0) {
     s = coll__nccl_ready("COLL_BACKEND=nccl", &t);
-    return s == COLL_OK ? 1 : -1;
+    if (s != COLL_OK) return -1;
+    if (ranks_exceed_devices(t, &ranks, &devices)) {
+      coll__err(COLL_ERR_NOT_AVAILABLE,
+                "COLL_BACKEND=nccl: %lld local ranks (LOCAL_WORLD_SIZE) "
+                "share %d CUDA device(s); NCCL needs one device per rank "
+                "(COLL_BACKEND=auto or cpu runs the CPU ring)",
+                (long long)ranks, devices);
+      return -1;
+    }
+    return 1;
   }
   if (v != NULL && strcasecmp(v, "auto") != 0)
     COLL_WARN(COLL_LOG_INIT,
               "COLL_BACKEND=%s is not auto, cpu or nccl; "
               "taken as auto",
               v);
-  /* auto: NCCL when it is loadable and a device is visible. Asking must not
-   * leave an error behind for a caller that goes on with the CPU ring. */
+  /* auto: NCCL when it is loadable and every local rank has a device of its
+   * own. Asking must not leave an error behind for a caller that goes on
+   * with the CPU ring. */
   coll__err_save(why);
   s = coll__nccl_ready("COLL_BACKEND=auto", &t);
   coll__err_restore(why);
   if (s != COLL_OK) {
     COLL_INFO(COLL_LOG_INIT, "COLL_BACKEND=auto: CPU ring (NCCL not usable)");
+    return 0;
+  }
+  if (ranks_exceed_devices(t, &ranks, &devices)) {
+    COLL_INFO(COLL_LOG_INIT,
+              "COLL_BACKEND=auto: %lld local ranks share %d CUDA device(s); "
+              "NCCL needs one device per rank: CPU ring with staging",
+              (long long)ranks, devices);
     return 0;
   }
   return 1;

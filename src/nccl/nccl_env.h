@@ -8,9 +8,10 @@
 #include "coll.h"
 
 /* 1 if coll_comm_init_env should build an NCCL comm (COLL_BACKEND=nccl, or
- * auto with NCCL loadable and a CUDA device visible), else 0. With
- * COLL_BACKEND=nccl and NCCL unusable, returns -1 with the reason recorded
- * (COLL_ERR_NOT_AVAILABLE). */
+ * auto with NCCL loadable and a CUDA device visible for each local rank:
+ * LOCAL_WORLD_SIZE, when set, is at most the device count), else 0. With
+ * COLL_BACKEND=nccl and NCCL unusable or too few devices, returns -1 with
+ * the reason recorded (COLL_ERR_NOT_AVAILABLE). Any thread. */
 int coll__nccl_env_selected(void);
 
 /* Builds the NCCL comm for (rank, world): rank 0 creates the unique id and
