@@ -15,6 +15,7 @@ coll_status_t coll__abort_handle_new(coll_abort_handle_t **out) {
   atomic_init(&h->aborted, 0);
   atomic_init(&h->claimed, 0);
   atomic_init(&h->bound, 0);
+  atomic_init(&h->adopted, 0);
   h->children = NULL;
   h->nchildren = 0;
   h->comm = NULL;

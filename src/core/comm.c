@@ -43,7 +43,12 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   c = calloc(1, sizeof *c);
   if (c == NULL) return coll__err(COLL_ERR_NO_MEMORY, "comm: out of memory");
   if (adopt != NULL) {
-    s = coll__abort_handle_bind(adopt, "comm");
+    /* An NCCL init claimed (bound) it when it started; a comm adopts a
+     * handle once. */
+    atomic_store(&adopt->bound, 1);
+    s = atomic_exchange(&adopt->adopted, 1) == 0
+            ? COLL_OK
+            : coll__abort_handle_bind(adopt, "comm");
     if (s == COLL_OK) coll__abort_handle_ref(adopt);
     c->abort = adopt;
   } else {

@@ -105,7 +105,8 @@ struct coll_abort_handle {
   uv_mutex_t guard;
   coll_comm_t *comm; /* NULL once destroy unlinked it (guarded) */
   atomic_int claimed; /* teardown claim: 1 once abort or destroy took it */
-  atomic_int bound;   /* 1 once a comm or a group adopted the handle */
+  atomic_int bound;   /* 1 once a comm, a group or an init claimed it */
+  atomic_int adopted; /* 1 once a comm made it its own */
   /* A group's handle aborts the handles of its comms too (guarded; each
    * holds a reference, released with the handle). */
   coll_abort_handle_t **children;

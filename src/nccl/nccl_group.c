@@ -170,6 +170,7 @@ COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
   }
   if (h != NULL) {
     COLL_CHECK_GOTO(coll__abort_handle_bind(h, "group_create"), s, done);
+    atomic_store(&h->adopted, 1);
     coll__abort_handle_ref(h);
     g->abort = h;
   } else {

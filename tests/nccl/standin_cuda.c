@@ -56,6 +56,20 @@ void si_post(struct CUstream_st *s, si_op_t *op) {
 }
 
 /* Runs the stream's work from its head until something must wait. */
+uint64_t si_fuse_next = 1, si_fuse_cur;
+
+/* Tries the collective at the head and, when it belongs to a fused group,
+ * the calls of the same group right behind it (one NCCL kernel). */
+static int coll_head(si_op_t *op) {
+  si_op_t *k;
+  for (k = op->next; op->fuse != 0 && k != NULL && k->kind == SI_OP_COLL &&
+                     k->fuse == op->fuse;
+       k = k->next)
+    if (!k->finished) k->finished = si_coll_try(k);
+  if (!op->finished) op->finished = si_coll_try(op);
+  return op->finished;
+}
+
 void si_progress(struct CUstream_st *s) {
   si_op_t *op;
   while ((op = s->head) != NULL) {
@@ -65,7 +79,7 @@ void si_progress(struct CUstream_st *s) {
       if (op->ev->passed < op->seq) op->ev->passed = op->seq;
     } else if (op->kind == SI_OP_WAIT) {
       if (op->ev->passed < op->seq) break; /* cudaStreamWaitEvent */
-    } else if (!si_coll_try(op)) {
+    } else if (!coll_head(op)) {
       break;
     }
     s->head = op->next;

@@ -24,6 +24,10 @@ typedef struct si_op {
   uint64_t seq;
   si_slot_t *slot; /* collective */
   int rank;
+  /* Calls launched by one group onto one stream are one kernel in NCCL:
+   * they progress together (fused point-to-point). 0: not fused. */
+  uint64_t fuse;
+  int finished; /* its slot ran (or its comm was aborted) */
   struct si_op *next;
 } si_op_t;
 
@@ -128,6 +132,9 @@ struct si_slot {
 void si_misuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct CUstream_st *si_stream(cudaStream_t s, int dev);
 void si_post(struct CUstream_st *s, si_op_t *op);
+/* The fuse id for the calls of the next launched group (under si.mu). */
+extern uint64_t si_fuse_next;
+extern uint64_t si_fuse_cur;
 void si_progress(struct CUstream_st *s);
 void si_progress_all(void);
 /* Tries to run the collective op (at the head of its stream): 1 when the

@@ -64,10 +64,12 @@ static int all_connected(const si_call_t *calls, int n) {
 
 static void post_all(const si_call_t *calls, int n) {
   int i;
+  si_fuse_cur = n > 1 ? si_fuse_next++ : 0;
   for (i = 0; i < n; i++)
     if (!calls[i].c->freed)
       si_post_call(calls[i].c, calls[i].kind, calls[i].peer, &calls[i].arg,
                    calls[i].st);
+  si_fuse_cur = 0;
 }
 
 /* Launches that waited and can go now (after an arrival or an abort). */

@@ -271,6 +271,7 @@ void si_post_call(struct ncclComm *c, int kind, int peer, const si_arg_t *arg,
   op->kind = SI_OP_COLL;
   op->slot = sl;
   op->rank = c->rank;
+  op->fuse = si_fuse_cur;
   si.st.collectives++;
   si_post(s, op);
 }

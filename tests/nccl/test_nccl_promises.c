@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_nccl_promises.c: the promises that hold only if nothing waits for a
+ * peer under the issue guard (stand-in that behaves like NCCL >= 2.22:
+ * connections at first use, ncclInProgress on nonblocking comms, launch at
+ * ncclGroupEnd). Abort ends a first-use connect and an init waiting for a
+ * rank that never comes (H1, H2); a bounded init; an isend+irecv exchange
+ * (H3); tags and received on NCCL comms (W2); no context made on a device
+ * the thread never used (W3); a group's handle. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+#include "nccl_test_util.h"
+#include "test_util.h"
+
+static int setup(void **state) {
+  (void)state;
+  nt_install(2, 0, 0);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  standin_uninstall();
+  return 0;
+}
+
+/* Calls coll_abort(h) after delay_ms and records how long abort took. */
+struct aborter {
+  coll_abort_handle_t *h;
+  int64_t delay_ms, at_ms, took_ms;
+};
+
+static void aborter_main(void *p) {
+  struct aborter *a = p;
+  int64_t t0;
+  test_sleep_ms(a->delay_ms);
+  t0 = test_now_ms();
+  coll_abort(a->h);
+  a->at_ms = test_now_ms();
+  a->took_ms = a->at_ms - t0;
+}
+
+struct one_call {
+  coll_comm_t *c;
+  float *buf;
+  coll_status_t s;
+  int64_t end_ms;
+  char err[512];
+};
+
+static void allreduce_rank(int rank, int world, void *p) {
+  struct one_call *a = p;
+  (void)rank, (void)world;
+  nt_set_device(0);
+  a->s = coll_allreduce(a->c, a->buf, a->buf, 4, COLL_F32, COLL_SUM, NULL);
+  a->end_ms = test_now_ms();
+  snprintf(a->err, sizeof a->err, "%s", coll_last_error());
+}
+
+/* H1: rank 1 never makes its first collective, so rank 0's first
+ * allreduce waits in NCCL's connect. coll_abort must return at once and
+ * end the call promptly (with the guard held across the connect, abort
+ * would wait for the guard until the peer came). */
+static void test_abort_ends_first_use_connect(void **state) {
+  coll_comm_t *comms[2] = {0};
+  struct one_call a;
+  struct aborter ab = {NULL, 100, 0, 0};
+  uv_thread_t th;
+  standin_stats_t st;
+  (void)state;
+  memset(&a, 0, sizeof a);
+  assert_int_equal(nt_rank_comms(2, 0, comms), 0);
+  a.c = comms[0];
+  a.buf = standin_dev_alloc(0, 4 * sizeof(float));
+  assert_int_equal(coll_comm_abort_handle(a.c, &ab.h), COLL_OK);
+  assert_int_equal(uv_thread_create(&th, aborter_main, &ab), 0);
+  test_run_ranks(1, allreduce_rank, &a, 10000, "allreduce waiting to connect");
+  uv_thread_join(&th);
+  assert_int_equal(a.s, COLL_ERR_ABORTED);
+  assert_true(ab.took_ms < 100);
+  assert_true(a.end_ms - ab.at_ms < 100);
+  assert_int_equal(coll_comm_destroy(comms[0]), COLL_OK);
+  assert_int_equal(coll_comm_destroy(comms[1]), COLL_OK);
+  standin_stats(&st);
+  assert_int_equal(st.destroy_blocked, 0);
+  assert_int_equal(st.comms_live, 0);
+  coll_abort_handle_release(ab.h);
+  standin_dev_free(a.buf);
+  assert_true(nt_no_misuse());
+}
+
+/* The same wait ends at the comm's timeout, saying what it waited for. */
+static void test_timeout_ends_first_use_connect(void **state) {
+  coll_comm_t *comms[2] = {0};
+  struct one_call a;
+  int64_t t0;
+  (void)state;
+  memset(&a, 0, sizeof a);
+  assert_int_equal(nt_rank_comms(2, 300, comms), 0);
+  a.c = comms[0];
+  a.buf = standin_dev_alloc(0, 4 * sizeof(float));
+  t0 = test_now_ms();
+  test_run_ranks(1, allreduce_rank, &a, 10000, "allreduce waiting to connect");
+  assert_int_equal(a.s, COLL_ERR_TIMEOUT);
+  assert_true(a.end_ms - t0 >= 300 && a.end_ms - t0 < 3000);
+  assert_non_null(strstr(a.err, "did not take the work within 300 ms"));
+  assert_non_null(strstr(a.err, "first use"));
+  assert_int_equal(coll_comm_destroy(comms[0]), COLL_OK);
+  assert_int_equal(coll_comm_destroy(comms[1]), COLL_OK);
+  standin_dev_free(a.buf);
+  assert_true(nt_no_misuse());
+}
+
+struct init_call {
+  coll_unique_id_t id;
+  coll_abort_handle_t *h;
+  int64_t timeout_ms;
+  coll_comm_t *c;
+  coll_status_t s;
+  int64_t end_ms;
+  char err[512];
+};
+
+static void init_rank0(int rank, int world, void *p) {
+  struct init_call *a = p;
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  (void)rank, (void)world;
+  cfg.timeout_ms = a->timeout_ms;
+  cfg.abort_handle = a->h;
+  a->s = coll_comm_init_rank(0, 2, &a->id, &cfg, &a->c);
+  a->end_ms = test_now_ms();
+  snprintf(a->err, sizeof a->err, "%s", coll_last_error());
+}
+
+/* H2: an init whose second rank never comes is bounded by the timeout and
+ * ended by the config's abort handle. */
+static void test_init_bounded_and_abortable(void **state) {
+  struct init_call a;
+  struct aborter ab = {NULL, 100, 0, 0};
+  uv_thread_t th;
+  int64_t t0;
+  standin_stats_t st;
+  (void)state;
+  memset(&a, 0, sizeof a);
+  assert_int_equal(coll_unique_id_create(&a.id), COLL_OK);
+  a.timeout_ms = 300;
+  t0 = test_now_ms();
+  test_run_ranks(1, init_rank0, &a, 10000, "init without its peer");
+  assert_int_equal(a.s, COLL_ERR_TIMEOUT);
+  assert_null(a.c);
+  assert_true(a.end_ms - t0 >= 300 && a.end_ms - t0 < 3000);
+  assert_non_null(strstr(a.err, "rank 0 of 2"));
+  assert_non_null(strstr(a.err, "within 300 ms"));
+
+  memset(&a, 0, sizeof a);
+  assert_int_equal(coll_unique_id_create(&a.id), COLL_OK);
+  assert_int_equal(coll_abort_handle_create(&a.h), COLL_OK);
+  ab.h = a.h;
+  a.timeout_ms = -1; /* only the abort can end it */
+  assert_int_equal(uv_thread_create(&th, aborter_main, &ab), 0);
+  test_run_ranks(1, init_rank0, &a, 10000, "init ended by abort");
+  uv_thread_join(&th);
+  assert_int_equal(a.s, COLL_ERR_ABORTED);
+  assert_null(a.c);
+  assert_true(a.end_ms - ab.at_ms < 100);
+  /* The handle served its one init; it cannot be adopted again. */
+  {
+    coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+    coll_comm_t *c = NULL;
+    cfg.abort_handle = a.h;
+    assert_int_equal(coll_comm_init_rank(0, 1, &a.id, &cfg, &c),
+                     COLL_ERR_INVALID_ARG);
+    assert_non_null(strstr(coll_last_error(), "abort handle"));
+  }
+  coll_abort_handle_release(a.h);
+  standin_stats(&st);
+  assert_int_equal(st.comms_live, 0); /* both half-made comms aborted */
+  assert_true(nt_no_misuse());
+}
+
+struct exchange {
+  coll_comm_t *comms[2];
+  float *send[2], *recv[2];
+  size_t count, received[2];
+  coll_status_t s[2][2];
+};
+
+/* Both ranks send first, then receive, then wait the send first. */
+static void exchange_rank(int rank, int world, void *p) {
+  struct exchange *x = p;
+  coll_request_t *sr = NULL, *rr = NULL;
+  int peer = 1 - rank;
+  (void)world;
+  nt_set_device(rank);
+  x->s[rank][0] = coll_isend(x->comms[rank], x->send[rank], x->count, COLL_F32,
+                             peer, 0, &sr);
+  x->s[rank][1] = coll_irecv(x->comms[rank], x->recv[rank], x->count, COLL_F32,
+                             peer, 0, &x->received[rank], &rr);
+  if (sr != NULL) x->s[rank][0] = coll_wait(sr);
+  if (rr != NULL) x->s[rank][1] = coll_wait(rr);
+}
+
+/* H3: one fused launch per exchange, or the sends wait for receives that
+ * sit behind them on the stream. */
+static void test_exchange_completes(void **state) {
+  struct exchange x;
+  size_t k;
+  int r;
+  (void)state;
+  memset(&x, 0, sizeof x);
+  x.count = 1 << 16;
+  assert_int_equal(nt_rank_comms(2, 5000, x.comms), 0);
+  for (r = 0; r < 2; r++) {
+    x.send[r] = standin_dev_alloc(r, x.count * sizeof(float));
+    x.recv[r] = standin_dev_alloc(r, x.count * sizeof(float));
+    for (k = 0; k < x.count; k++) x.send[r][k] = (float)(r * 100000 + k);
+  }
+  test_run_ranks(2, exchange_rank, &x, 20000, "isend+irecv exchange");
+  for (r = 0; r < 2; r++) {
+    assert_int_equal(x.s[r][0], COLL_OK);
+    assert_int_equal(x.s[r][1], COLL_OK);
+    assert_int_equal(x.received[r], x.count);
+    for (k = 0; k < x.count; k++)
+      assert_true(x.recv[r][k] == (float)((1 - r) * 100000 + k));
+  }
+  for (r = 0; r < 2; r++) {
+    coll_comm_destroy(x.comms[r]);
+    standin_dev_free(x.send[r]);
+    standin_dev_free(x.recv[r]);
+  }
+  assert_true(nt_no_misuse());
+}
+
+/* W2: NCCL carries no tags; a tag is refused, not silently ignored. */
+static void test_tags_refused(void **state) {
+  coll_comm_t *c[2] = {0};
+  coll_request_t *req = NULL;
+  float *buf;
+  (void)state;
+  assert_int_equal(nt_rank_comms(2, 0, c), 0);
+  buf = standin_dev_alloc(0, 4 * sizeof(float));
+  assert_int_equal(coll_send(c[0], buf, 4, COLL_F32, 1, 5),
+                   COLL_ERR_UNSUPPORTED);
+  assert_non_null(strstr(coll_last_error(), "tag 5"));
+  assert_non_null(strstr(coll_last_error(), "use tag 0"));
+  assert_int_equal(coll_irecv(c[0], buf, 4, COLL_F32, 1, 7, NULL, &req),
+                   COLL_ERR_UNSUPPORTED);
+  assert_null(req);
+  coll_comm_destroy(c[0]);
+  coll_comm_destroy(c[1]);
+  standin_dev_free(buf);
+  assert_true(nt_no_misuse());
+}
+
+struct fresh {
+  coll_abort_handle_t *h;
+  unsigned contexts_after;
+};
+
+static void fresh_thread_abort(void *p) {
+  struct fresh *f = p;
+  standin_stats_t st;
+  coll_abort(f->h);
+  standin_stats(&st);
+  f->contexts_after = st.contexts;
+}
+
+static void init_on_device1(int rank, int world, void *p) {
+  struct init_call *a = p;
+  (void)rank, (void)world;
+  nt_set_device(1);
+  a->s = coll_comm_init_rank(0, 1, &a->id, NULL, &a->c);
+}
+
+/* W3: a thread that never used CUDA (a watchdog calling coll_abort) must
+ * not end up with a context on device 0 because libcoll "restored" the
+ * device 0 that cudaGetDevice reports for such a thread. */
+static void test_no_context_on_device0(void **state) {
+  struct init_call a;
+  struct fresh f;
+  uv_thread_t th;
+  standin_stats_t st;
+  (void)state;
+  memset(&a, 0, sizeof a);
+  memset(&f, 0, sizeof f);
+  assert_int_equal(coll_unique_id_create(&a.id), COLL_OK);
+  test_run_ranks(1, init_on_device1, &a, 10000, "init on device 1");
+  assert_int_equal(a.s, COLL_OK);
+  standin_stats(&st);
+  assert_int_equal(st.contexts, 1u << 1);
+  coll_comm_abort_handle(a.c, &f.h);
+  assert_int_equal(uv_thread_create(&th, fresh_thread_abort, &f), 0);
+  uv_thread_join(&th);
+  assert_int_equal(f.contexts_after, 1u << 1);
+  coll_comm_destroy(a.c);
+  coll_abort_handle_release(f.h);
+  assert_true(nt_no_misuse());
+}
+
+/* A group has an abort handle from creation; it reaches every comm the
+ * group made, also after split. */
+static void test_group_handle(void **state) {
+  int devs[2] = {0, 1}, i;
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_abort_handle_t *h = NULL, *g_h = NULL, *c_h[2] = {0};
+  coll_comm_t *comms[2] = {0};
+  coll_group_t *g = NULL;
+  (void)state;
+  assert_int_equal(coll_abort_handle_create(&h), COLL_OK);
+  cfg.abort_handle = h;
+  cfg.name = "grp";
+  assert_int_equal(coll_group_create_config(devs, 2, &cfg, &g), COLL_OK);
+  assert_int_equal(coll_group_abort_handle(g, &g_h), COLL_OK);
+  assert_ptr_equal(g_h, h);
+  assert_int_equal(coll_group_split(g, comms), COLL_OK);
+  for (i = 0; i < 2; i++) coll_comm_abort_handle(comms[i], &c_h[i]);
+  assert_false(coll_is_aborted(c_h[0]));
+  assert_int_equal(coll_abort(h), COLL_OK);
+  for (i = 0; i < 2; i++) {
+    assert_true(coll_is_aborted(c_h[i]));
+    assert_int_equal(coll_barrier(comms[i]), COLL_ERR_ABORTED);
+    assert_int_equal(coll_comm_destroy(comms[i]), COLL_OK);
+    coll_abort_handle_release(c_h[i]);
+  }
+  coll_group_destroy(g);
+  coll_abort_handle_release(g_h);
+  coll_abort_handle_release(h);
+  assert_true(nt_no_misuse());
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_abort_ends_first_use_connect, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_timeout_ends_first_use_connect,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_init_bounded_and_abortable, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_exchange_completes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tags_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_context_on_device0, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_group_handle, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
