@@ -282,8 +282,26 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
  * device buffers and is ignored for host buffers on CPU comms. send == recv
  * means in place. Buffers of nonblocking calls stay the caller's
  * responsibility until coll_wait() returns. All ranks must make the same
- * calls with the same count, dtype, op and root; a disagreement is detected
- * and reported as COLL_ERR_LENGTH_MISMATCH on every rank. */
+ * calls with the same count, dtype, op and root; on CPU comms a disagreement
+ * is detected and reported as COLL_ERR_LENGTH_MISMATCH on every rank.
+ *
+ * NCCL comms differ (README, "What differs on NCCL comms"):
+ *  - blocking: the host waits until the GPU finished the work; a
+ *    nonblocking call is on `stream` once NCCL took it, and coll_wait waits
+ *    for the GPU. The timeout counts from when the work can start on the
+ *    stream. NULL is the legacy default stream: pass a non-blocking one.
+ *  - numerics are NCCL's: f16/bf16 accumulate in the element type; AVG
+ *    scales each input by 1/n in the element type before summing; 8-bit
+ *    sums wrap, and 8-bit AVG is refused (COLL_ERR_UNSUPPORTED).
+ *  - no descriptor agreement: ranks that disagree get NCCL's behaviour.
+ *  - point-to-point: tag must be 0 (messages between two ranks match in
+ *    issue order), counts must match (*received is the count passed), and
+ *    isend/irecv are launched together in one NCCL group at the first wait
+ *    or test, so an exchange of isend+irecv on both ranks completes.
+ * Returns: COLL_OK, INVALID_ARG/UNSUPPORTED (nothing was issued),
+ * ABORTED, TIMEOUT, PEER_LOST, LENGTH_MISMATCH (CPU comms), BACKEND. A
+ * failure other than a refused argument is sticky: the comm is aborted and
+ * every later call reports it. */
 
 COLL_API coll_status_t coll_allreduce(coll_comm_t *c, const void *send,
                                       void *recv, size_t count,
@@ -295,7 +313,8 @@ COLL_API coll_status_t coll_allreduce_batch(coll_comm_t *c,
                                             size_t nbufs, coll_op_t op,
                                             void *stream);
 /* In-place weighted sum: every rank's buffers are multiplied by its own
- * `factor`, then summed. Floating-point dtypes. */
+ * `factor`, then summed. Floating-point dtypes (NCCL comms: f16, bf16, f32,
+ * f64, the factor rounded to the element type; NCCL >= 2.11). */
 COLL_API coll_status_t coll_allreduce_premul_sum(coll_comm_t *c,
                                                  const coll_buffer_t *bufs,
                                                  size_t nbufs, float factor,
@@ -317,12 +336,14 @@ COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send,
                                    void *recv, size_t count, coll_dtype_t dt,
                                    coll_op_t op, int root, void *stream);
 COLL_API coll_status_t coll_barrier(coll_comm_t *c);
-/* Tagged point-to-point; tag < COLL_TAG_RESERVED. Messages between a pair on
- * one tag arrive in order. A send may wait until the receive is posted. */
+/* Tagged point-to-point; tag < COLL_TAG_RESERVED (NCCL comms: 0 only).
+ * Messages between a pair on one tag arrive in order. A send may wait until
+ * the receive is posted. */
 COLL_API coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag);
 /* *received (may be NULL) is the element count that arrived; a message longer
- * than count is COLL_ERR_LENGTH_MISMATCH and never overflows buf. */
+ * than count is COLL_ERR_LENGTH_MISMATCH and never overflows buf (NCCL
+ * comms: the counts must match, and *received is count). */
 COLL_API coll_status_t coll_recv(coll_comm_t *c, void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag,
                                  size_t *received);
@@ -430,7 +451,10 @@ typedef struct coll_unique_id {
 
 /* A new id for one job; ship its bytes to every rank. Any thread. */
 COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out);
-/* Per-rank NCCL comm on the current CUDA device. One thread. */
+/* Per-rank NCCL comm on the current CUDA device. Waits until every rank
+ * called it with the same id, bounded by cfg's timeout (COLL_ERR_TIMEOUT
+ * naming the rank) and ended by cfg's abort handle (COLL_ERR_ABORTED); the
+ * half-made comm is aborted, *out stays NULL. One thread. */
 COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
                                            const coll_unique_id_t *id,
                                            const coll_comm_config_t *cfg,
