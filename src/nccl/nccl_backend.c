@@ -28,7 +28,8 @@ static coll_status_t be_prepare(coll_comm_t *c, const coll_work_t *w) {
   }
   COLL_CHECK(coll__nccl_settle(be, what));
   COLL_CHECK(coll__nccl_p2p_flush(be, what));
-  return coll__nccl_settle(be, what);
+  COLL_CHECK(coll__nccl_settle(be, what));
+  return coll__nccl_agree(be, w);
 }
 
 /* Under the issue guard: only enqueues. */
@@ -103,6 +104,7 @@ static coll_status_t be_destroy(coll_comm_t *c, int aborted) {
   }
   coll__nccl_events_free(be);
   if (be->barrier_buf != NULL) be->t->cuda_free(be->barrier_buf);
+  coll__nccl_agree_free(be);
   coll__cuda_device_leave(be->t, saved);
   uv_mutex_destroy(&be->mu);
   free(be);
@@ -179,6 +181,15 @@ coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
       s = coll__cuda_result(t, e, "comm init: cudaMalloc");
     }
     if (s != COLL_OK) {
+      coll__comm_free_shell(c);
+      goto fail;
+    }
+  }
+  if (coll__nccl_agree_wanted()) {
+    s = coll__nccl_agree_init(be);
+    if (s != COLL_OK) {
+      coll__nccl_agree_free(be);
+      t->cuda_free(be->barrier_buf);
       coll__comm_free_shell(c);
       goto fail;
     }

@@ -50,7 +50,14 @@ typedef struct coll_nccl_be {
   coll_nccl_req_t *live;                /* requests not yet waited */
   coll_nccl_req_t *batch, *batch_tail; /* p2p not yet given to NCCL */
   void *barrier_buf;                    /* one device float for barriers */
+  /* Descriptor agreement (nccl_agree.c), when enabled: a row per rank on
+   * the device and its pinned host copy, and the readback's event. */
+  void *agree_dev;
+  int64_t *agree_host;
+  cudaEvent_t agree_ev;
 } coll_nccl_be_t;
+
+#define AGREE_WORDS 8 /* int64 per rank's row */
 
 typedef enum {
   NREQ_QUEUED = 0, /* point-to-point held for the next fused launch */
@@ -141,6 +148,16 @@ coll_status_t coll__nccl_settle_step(coll_nccl_be_t *be, int *busy,
                                      const char *what);
 /* Steps until settled, failed or aborted. */
 coll_status_t coll__nccl_settle(coll_nccl_be_t *be, const char *what);
+
+/* Descriptor agreement (nccl_agree.c). wanted: COLL_CHECK_MISMATCH set to
+ * a non-zero value explicitly. init/free: its buffers (on the comm's
+ * device). agree: before w, outside the guard: COLL_OK when every rank
+ * passes the same descriptor, COLL_ERR_LENGTH_MISMATCH on every rank
+ * otherwise. */
+int coll__nccl_agree_wanted(void);
+coll_status_t coll__nccl_agree_init(coll_nccl_be_t *be);
+void coll__nccl_agree_free(coll_nccl_be_t *be);
+coll_status_t coll__nccl_agree(coll_nccl_be_t *be, const coll_work_t *w);
 
 /* Point-to-point (nccl_p2p.c). queue: under the guard, holds the request.
  * flush: gives every held request to NCCL in one group (the fused launch
