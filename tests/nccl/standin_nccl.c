@@ -414,10 +414,20 @@ static ncclResult_t post(struct ncclComm *c, int kind, int peer,
   return ncclSuccess;
 }
 
-static int op_index(struct ncclComm *c, ncclRedOp_t op, float *factor) {
+static int op_index(struct ncclComm *c, ncclRedOp_t op, ncclDataType_t dt,
+                    double *factor) {
   int i = (int)op - (int)ncclNumOps;
-  if (i < 0) return (int)op;
+  if (i < 0 || c == NULL) return (int)op;
   if (i >= SI_MAXOPS || !c->premul_live[i]) return -1000;
+  if (c->premul_dt[i] != dt) {
+    /* NCCL refuses an op used with another type than it was made for. */
+    uv_mutex_lock(&si.mu);
+    snprintf(si.last_error, sizeof si.last_error,
+             "Data type supplied to user-created ncclRedOp_t does not match "
+             "type given to reduction operation");
+    uv_mutex_unlock(&si.mu);
+    return -1000;
+  }
   *factor = c->premul[i];
   return -1 - i;
 }
@@ -426,7 +436,7 @@ static ncclResult_t all_reduce(const void *send, void *recv, size_t count,
                                ncclDataType_t dt, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t st) {
   si_arg_t a = {send, recv, count, dt, 0, 1.0f, 0, 0, 0};
-  a.op = op_index(c, op, &a.factor);
+  a.op = op_index(c, op, dt, &a.factor);
   if (a.op == -1000) return ncclInvalidArgument;
   return post(c, K_ALLREDUCE, 0, &a, st);
 }
