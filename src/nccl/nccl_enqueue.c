@@ -47,14 +47,14 @@ coll_status_t coll__nccl_dtype(const coll_nccl_be_t *be, coll_dtype_t dt,
   return COLL_OK;
 }
 
-static coll_status_t map_op(const coll_nccl_be_t *be, coll_op_t op,
-                            coll_dtype_t dt, ncclRedOp_t *out,
+static coll_status_t map_op(const coll_nccl_be_t *be, coll_work_kind_t kind,
+                            coll_op_t op, coll_dtype_t dt, ncclRedOp_t *out,
                             const char *what) {
   if ((unsigned)op >= COLL_OP_COUNT)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid op %d", what, (int)op);
   if (op == COLL_AVG && be->version < NCCL_V2_10)
     return too_old(be, what, "avg", "2.10");
-  COLL_CHECK(coll__nccl_check_numerics(dt, op, what));
+  COLL_CHECK(coll__nccl_check_numerics(kind, dt, op, what));
   *out = nccl_ops[op];
   return COLL_OK;
 }
@@ -82,7 +82,8 @@ static coll_status_t map_work(coll_nccl_be_t *be, const coll_work_t *w,
   for (i = 0; i < w->nbufs; i++) {
     COLL_CHECK(coll__nccl_dtype(be, w->bufs[i].dtype, &m->dts[i], what));
     if (w->kind == COLL_WORK_ALLREDUCE)
-      COLL_CHECK(coll__nccl_check_numerics(w->bufs[i].dtype, w->op, what));
+      COLL_CHECK(
+          coll__nccl_check_numerics(w->kind, w->bufs[i].dtype, w->op, what));
   }
   switch (w->kind) {
     case COLL_WORK_BROADCAST:
@@ -92,15 +93,19 @@ static coll_status_t map_work(coll_nccl_be_t *be, const coll_work_t *w,
     case COLL_WORK_REDUCE_SCATTER:
     case COLL_WORK_REDUCE:
       if (w->nbufs == 0) COLL_CHECK(coll__nccl_dtype(be, w->dtype, &m->one, what));
-      return map_op(be, w->op, w->nbufs ? w->bufs[0].dtype : w->dtype, &m->op,
-                    what);
+      return map_op(be, w->kind, w->op,
+                    w->nbufs ? w->bufs[0].dtype : w->dtype, &m->op, what);
     case COLL_WORK_PREMUL_SUM:
       if (be->version < NCCL_V2_11 ||
           be->t->nccl_red_op_create_pre_mul_sum == NULL ||
           be->t->nccl_red_op_destroy == NULL)
         return too_old(be, what, "ncclRedOpCreatePreMulSum", "2.11");
-      for (i = 0; i < w->nbufs; i++)
-        COLL_CHECK(coll__nccl_premul_dtype(w->bufs[i].dtype, i, what));
+      for (i = 0; i < w->nbufs; i++) {
+        unsigned char scalar[8];
+        ncclDataType_t ndt;
+        COLL_CHECK(coll__nccl_premul_scalar(w->bufs[i].dtype, w->factor, i,
+                                            what, scalar, &ndt));
+      }
       return COLL_OK;
     case COLL_WORK_BARRIER:
       return COLL_OK;
@@ -127,9 +132,10 @@ static coll_status_t premul_ops(coll_nccl_be_t *be, const coll_work_t *w,
   for (i = 0; i < w->nbufs; i++) {
     coll_dtype_t dt = w->bufs[i].dtype;
     unsigned char scalar[8];
+    ncclDataType_t ndt;
     ncclResult_t r;
     if (m->has_premul[dt]) continue;
-    coll__nccl_premul_scalar(dt, w->factor, scalar);
+    COLL_CHECK(coll__nccl_premul_scalar(dt, w->factor, i, NULL, scalar, &ndt));
     r = be->t->nccl_red_op_create_pre_mul_sum(
         &m->premul[dt], scalar, m->dts[i], ncclScalarHostImmediate, be->nc);
     if (r != ncclSuccess)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reduce/half.h"
 #include "standin_impl.h"
 
 static ncclResult_t get_version(int *v) {
@@ -242,12 +243,42 @@ static ncclResult_t group_end(void) {
   return r;
 }
 
+/* Reads a host-immediate scalar of the op's element type (a half or bf16
+ * in 2 bytes, a float, a double); its value is exact in a double. Integer
+ * and fp8 premul ops, and device-resident scalars, are not modelled. */
+static int premul_scalar(const void *scalar, ncclDataType_t dt, double *k) {
+  uint16_t h;
+  float f;
+  switch (dt) {
+    case ncclFloat16:
+      memcpy(&h, scalar, sizeof h);
+      *k = coll__h2f(h);
+      return 1;
+    case ncclBfloat16:
+      memcpy(&h, scalar, sizeof h);
+      *k = coll__bf2f(h);
+      return 1;
+    case ncclFloat32:
+      memcpy(&f, scalar, sizeof f);
+      *k = f;
+      return 1;
+    case ncclFloat64:
+      memcpy(k, scalar, sizeof *k);
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* NCCL keeps the op's datatype and refuses the op with any other one. */
 static ncclResult_t premul_create(ncclRedOp_t *op, void *scalar,
                                   ncclDataType_t dt, ncclScalarResidence_t res,
                                   ncclComm_t c) {
   ncclResult_t r;
+  double k = 0;
   int i;
-  if (dt != ncclFloat32 || res != ncclScalarHostImmediate)
+  if (res != ncclScalarHostImmediate || scalar == NULL ||
+      !premul_scalar(scalar, dt, &k))
     return ncclInvalidArgument; /* only what libcoll uses is modelled */
   uv_mutex_lock(&si.mu);
   r = si_comm_ok(c, "ncclRedOpCreatePreMulSum");
@@ -256,7 +287,8 @@ static ncclResult_t premul_create(ncclRedOp_t *op, void *scalar,
   if (r == ncclSuccess && i == SI_MAXOPS) r = ncclInternalError;
   if (r == ncclSuccess) {
     c->premul_live[i] = 1;
-    c->premul[i] = *(float *)scalar;
+    c->premul[i] = k;
+    c->premul_dt[i] = dt;
     *op = (ncclRedOp_t)((int)ncclNumOps + i);
     si.st.ops_created++;
     si.st.ops_live++;

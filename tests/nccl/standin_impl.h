@@ -102,7 +102,10 @@ struct ncclComm {
    * then ncclSuccess or the error. */
   ncclResult_t async_err;
   uint64_t coll_seq, send_seq[SI_MAXR], recv_seq[SI_MAXR];
-  float premul[SI_MAXOPS]; /* by op - ncclNumOps */
+  /* By op - ncclNumOps: the scalar (of the op's element type, held exactly
+   * in a double) and the element type the op was created for. */
+  double premul[SI_MAXOPS];
+  ncclDataType_t premul_dt[SI_MAXOPS];
   int premul_live[SI_MAXOPS];
   struct ncclComm *next_all;
 };
@@ -113,7 +116,7 @@ typedef struct si_arg {
   size_t count;
   ncclDataType_t dt;
   int op; /* ncclRedOp_t, or -1 - index for a premul op */
-  float factor;
+  double factor; /* a premul op's scalar, exact for f16, bf16, f32, f64 */
   int root;
   int posted, at_head;
 } si_arg_t;

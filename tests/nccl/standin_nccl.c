@@ -2,11 +2,15 @@
 /* standin_nccl.c: the NCCL half of the stand-in. Ranks (threads) meet by
  * unique id in a clique; the k-th collective of every rank of a clique forms
  * one slot, which runs on host memory once every rank's call reached the head
- * of its stream. Integer sums wrap like NCCL's (8-bit too). */
+ * of its stream. Reductions compute what NCCL 2.28 computes on the GPU:
+ * integer sums wrap (8-bit too), f16/bf16 round to their type after every
+ * step, ncclAvg is a pre-multiplied sum on floating types and a wrapped sum
+ * divided afterwards on integers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "reduce/half.h"
 #include "standin_impl.h"
 
 enum { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER, K_RS, K_P2P };
@@ -16,6 +20,9 @@ static size_t esize(ncclDataType_t dt) {
     case ncclInt8:
     case ncclUint8:
       return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
     case ncclFloat32:
@@ -25,18 +32,32 @@ static size_t esize(ncclDataType_t dt) {
     case ncclFloat64:
       return 8;
     default:
-      return 0; /* f16/bf16/fp8: not modelled */
+      return 0; /* fp8: not modelled */
   }
 }
 
-/* acc = acc OP x (first: acc = x), x scaled by f first when premul. */
-#define RED_LOOP(T, U)                \
+static int is_float(ncclDataType_t dt) {
+  return dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 ||
+         dt == ncclFloat64;
+}
+
+/* Whether max/min replaces the accumulated a by the new v. NCCL's FuncMinMax
+ * uses fmaxf/fminf (and __hmax/__hmin for the 2-byte types), where a NaN
+ * loses to a number; equal values keep the accumulated one. */
+static int takes_new(double a, double v, int is_max) {
+  if (v != v) return 0;
+  if (a != a) return 1;
+  return is_max ? v > a : v < a;
+}
+
+/* Integers: acc = acc OP x (first: acc = x), in the unsigned type U so sums
+ * and products wrap like NCCL's (8-bit too). */
+#define INT_LOOP(T, U)                \
   do {                                \
     T *d = acc;                       \
     const T *s = x;                   \
     for (size_t i = 0; i < n; i++) {  \
       T v = s[i];                     \
-      if (premul) v = (T)(v * f);     \
       if (first) {                    \
         d[i] = v;                     \
         continue;                     \
@@ -58,35 +79,130 @@ static size_t esize(ncclDataType_t dt) {
     }                                 \
   } while (0)
 
-static void red(ncclDataType_t dt, int op, int premul, float f, void *acc,
+/* f32 and f64: every step in the element type (C evaluates float * float in
+ * float on the targets we build for); premul multiplies each input by the
+ * scalar k first, as NCCL's FuncPreMulSum pre-op does on load. */
+#define FLT_LOOP(T)                                        \
+  do {                                                     \
+    T *d = acc;                                            \
+    const T *s = x;                                        \
+    const T k = (T)f;                                      \
+    for (size_t i = 0; i < n; i++) {                       \
+      T v = s[i];                                          \
+      if (premul) v = v * k;                               \
+      if (first) {                                         \
+        d[i] = v;                                          \
+        continue;                                          \
+      }                                                    \
+      switch (op) {                                        \
+        case ncclProd:                                     \
+          d[i] = d[i] * v;                                 \
+          break;                                           \
+        case ncclMax:                                      \
+        case ncclMin:                                      \
+          if (takes_new(d[i], v, op == ncclMax)) d[i] = v; \
+          break;                                           \
+        default:                                           \
+          d[i] = d[i] + v;                                 \
+          break;                                           \
+      }                                                    \
+    }                                                      \
+  } while (0)
+
+static float half_get(ncclDataType_t dt, uint16_t h) {
+  return dt == ncclFloat16 ? coll__h2f(h) : coll__bf2f(h);
+}
+
+static uint16_t half_put(ncclDataType_t dt, float v) {
+  return dt == ncclFloat16 ? coll__f2h(v) : coll__f2bf(v);
+}
+
+/* f16 and bf16 as NCCL 2.28 reduces them (__hadd, __hmul, __hmax): each step
+ * computed in float and rounded to the element type, round to nearest even.
+ * Float holds the exact product of two such values, and its 24 bits are
+ * enough for a sum to be rounded twice without harm (24 >= 2 * 11 + 2), so
+ * this is the correctly rounded half-precision result. */
+static void red_half(ncclDataType_t dt, int op, int premul, double f, void *acc,
+                     const void *x, size_t n, int first) {
+  uint16_t *d = acc;
+  const uint16_t *s = x;
+  const float k = (float)f; /* exact: f holds a value of the element type */
+  for (size_t i = 0; i < n; i++) {
+    uint16_t vb = s[i];
+    float a, v;
+    if (premul) vb = half_put(dt, half_get(dt, vb) * k);
+    if (first) {
+      d[i] = vb;
+      continue;
+    }
+    a = half_get(dt, d[i]);
+    v = half_get(dt, vb);
+    switch (op) {
+      case ncclProd:
+        d[i] = half_put(dt, a * v);
+        break;
+      case ncclMax:
+      case ncclMin:
+        if (takes_new(a, v, op == ncclMax)) d[i] = vb;
+        break;
+      default:
+        d[i] = half_put(dt, a + v);
+        break;
+    }
+  }
+}
+
+/* acc = acc OP x (first: acc = x); with premul, x is scaled by f first. */
+static void red(ncclDataType_t dt, int op, int premul, double f, void *acc,
                 const void *x, size_t n, int first) {
   switch (dt) {
     case ncclInt8:
-      RED_LOOP(int8_t, uint8_t);
+      INT_LOOP(int8_t, uint8_t);
       break;
     case ncclUint8:
-      RED_LOOP(uint8_t, uint8_t);
+      INT_LOOP(uint8_t, uint8_t);
       break;
     case ncclInt32:
-      RED_LOOP(int32_t, uint32_t);
+      INT_LOOP(int32_t, uint32_t);
       break;
     case ncclUint32:
-      RED_LOOP(uint32_t, uint32_t);
+      INT_LOOP(uint32_t, uint32_t);
       break;
     case ncclInt64:
-      RED_LOOP(int64_t, uint64_t);
+      INT_LOOP(int64_t, uint64_t);
       break;
     case ncclUint64:
-      RED_LOOP(uint64_t, uint64_t);
+      INT_LOOP(uint64_t, uint64_t);
+      break;
+    case ncclFloat16:
+    case ncclBfloat16:
+      red_half(dt, op, premul, f, acc, x, n, first);
       break;
     case ncclFloat32:
-      RED_LOOP(float, float);
+      FLT_LOOP(float);
       break;
     case ncclFloat64:
-      RED_LOOP(double, double);
+      FLT_LOOP(double);
       break;
     default:
       break;
+  }
+}
+
+/* ncclAvg's scalar on floating types (NCCL's hostToDevRedOp): 1/world in
+ * double, then float, then the element type, each conversion rounded to
+ * nearest even. bf16 world 3 gets 0.333984 (+0.2 %), f16 0.33325. */
+static double avg_scalar(ncclDataType_t dt, int w) {
+  float f = (float)(1.0 / w);
+  switch (dt) {
+    case ncclFloat16:
+      return coll__h2f(coll__f2h(f));
+    case ncclBfloat16:
+      return coll__bf2f(coll__f2bf(f));
+    case ncclFloat64:
+      return 1.0 / w;
+    default:
+      return f;
   }
 }
 
@@ -96,6 +212,10 @@ static void red(ncclDataType_t dt, int op, int premul, float f, void *acc,
     for (size_t i = 0; i < n; i++) d[i] = (T)(d[i] / (T)w); \
   } while (0)
 
+/* ncclAvg on integers (NCCL's SumPostDiv): the wrapped sum divided by the
+ * world, truncated toward zero, unsigned division for unsigned types; C's
+ * division does exactly that. Floating types never get here: their average
+ * is a pre-multiplied sum. */
 static void avg_finish(ncclDataType_t dt, void *acc, size_t n, int w) {
   switch (dt) {
     case ncclInt8:
@@ -116,29 +236,28 @@ static void avg_finish(ncclDataType_t dt, void *acc, size_t n, int w) {
     case ncclUint64:
       DIV_LOOP(uint64_t);
       break;
-    case ncclFloat32:
-      DIV_LOOP(float);
-      break;
-    case ncclFloat64:
-      DIV_LOOP(double);
-      break;
     default:
       break;
   }
 }
 
-/* Reduces the snapshots' blocks at element offset `off` into acc. */
+/* Reduces the snapshots' blocks at element offset `off` into acc, rank 0
+ * first, then 1, 2, ... (NCCL's order depends on the ring; this one is kept
+ * fixed so that tests can compute the same value). */
 static void reduce_into(si_slot_t *sl, char **snap, void *acc, size_t off,
                         size_t n) {
   int w = sl->q->world, r, op = sl->a[0].op;
   ncclDataType_t dt = sl->a[0].dt;
   size_t e = esize(dt);
+  int float_avg = op == ncclAvg && is_float(dt);
   for (r = 0; r < w; r++) {
-    int premul = sl->a[r].op < 0;
-    red(dt, premul ? ncclSum : op, premul, sl->a[r].factor, acc,
+    int user = sl->a[r].op < 0; /* a premul op this rank created */
+    int premul = user || float_avg;
+    double f = user ? sl->a[r].factor : float_avg ? avg_scalar(dt, w) : 1.0;
+    red(dt, premul || op == ncclAvg ? ncclSum : op, premul, f, acc,
         snap[r] + off * e, n, r == 0);
   }
-  if (op == ncclAvg) avg_finish(dt, acc, n, w);
+  if (op == ncclAvg && !float_avg) avg_finish(dt, acc, n, w);
 }
 
 static void exec_slot(si_slot_t *sl) {
@@ -301,10 +420,20 @@ static ncclResult_t post(struct ncclComm *c, int kind, int peer,
   return r;
 }
 
-static int op_index(struct ncclComm *c, ncclRedOp_t op, float *factor) {
+static int op_index(struct ncclComm *c, ncclRedOp_t op, ncclDataType_t dt,
+                    double *factor) {
   int i = (int)op - (int)ncclNumOps;
-  if (i < 0) return (int)op;
+  if (i < 0 || c == NULL) return (int)op;
   if (i >= SI_MAXOPS || !c->premul_live[i]) return -1000;
+  if (c->premul_dt[i] != dt) {
+    /* NCCL refuses an op used with another type than it was made for. */
+    uv_mutex_lock(&si.mu);
+    snprintf(si.last_error, sizeof si.last_error,
+             "Data type supplied to user-created ncclRedOp_t does not match "
+             "type given to reduction operation");
+    uv_mutex_unlock(&si.mu);
+    return -1000;
+  }
   *factor = c->premul[i];
   return -1 - i;
 }
@@ -313,7 +442,7 @@ static ncclResult_t all_reduce(const void *send, void *recv, size_t count,
                                ncclDataType_t dt, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t st) {
   si_arg_t a = {send, recv, count, dt, 0, 1.0f, 0, 0, 0};
-  a.op = op_index(c, op, &a.factor);
+  a.op = op_index(c, op, dt, &a.factor);
   if (a.op == -1000) return ncclInvalidArgument;
   return post(c, K_ALLREDUCE, 0, &a, st);
 }
