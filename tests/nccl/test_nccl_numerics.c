@@ -596,7 +596,7 @@ static void test_standin_premul(void **state) {
   tri_free(&x);
 }
 
-/* ---- libcoll on NCCL comms (WIRING, see the top of the file) ------------ */
+/* ---- libcoll on NCCL comms (see the top of the file) ------------------- */
 
 struct api_arg {
   coll_comm_t *comms[W];
@@ -637,7 +637,7 @@ static void i32_avg_rank(int rank, int world, void *p) {
                               1, COLL_I32, COLL_AVG, NULL);
 }
 
-/* WIRING: needs coll__nccl_check_numerics in nccl_enqueue.c. NCCL would
+/* Needs coll__nccl_check_numerics in nccl_enqueue.c. NCCL would
  * give 14 for three ranks of 100; libcoll refuses before any NCCL call. */
 static void test_api_i8_avg_refused(void **state) {
   struct api_arg a;
@@ -690,7 +690,7 @@ static void premul_rank(int rank, int world, void *p) {
 /* The API test's inputs (the call reduces in place). */
 static unsigned char api_in[W][3][N * 8];
 
-/* WIRING: needs coll__nccl_premul_scalar in nccl_enqueue.c (one op per
+/* Needs coll__nccl_premul_scalar in nccl_enqueue.c (one op per
  * buffer dtype, each with the factor in that type). */
 static void test_api_premul_half_types(void **state) {
   static const int elo[3] = {10, 120, 1000}, ehi[3] = {20, 135, 1050};
