@@ -335,6 +335,45 @@ static void test_group_handle(void **state) {
   assert_true(nt_no_misuse());
 }
 
+struct dup_init {
+  coll_unique_id_t id;
+  coll_comm_t *c[2];
+  coll_status_t s[2];
+  char err[2][512];
+};
+
+static void dup_rank(int rank, int world, void *p) {
+  struct dup_init *a = p;
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  cfg.timeout_ms = 5000;
+  nt_set_device(0);
+  a->s[rank] = coll_comm_init_rank(rank, world, &a->id, &cfg, &a->c[rank]);
+  snprintf(a->err[rank], sizeof a->err[rank], "%s", coll_last_error());
+}
+
+/* NCCL refuses two ranks of one comm on one GPU; the refusal carries
+ * NCCL's own text (ncclGetLastError) and leaves nothing behind. */
+static void test_two_ranks_one_device(void **state) {
+  struct dup_init a;
+  standin_stats_t st;
+  int r;
+  (void)state;
+  standin_uninstall();
+  nt_install(1, 0, 0);
+  memset(&a, 0, sizeof a);
+  assert_int_equal(coll_unique_id_create(&a.id), COLL_OK);
+  test_run_ranks(2, dup_rank, &a, 10000, "two ranks on one device");
+  for (r = 0; r < 2; r++) {
+    assert_int_equal(a.s[r], COLL_ERR_BACKEND);
+    assert_null(a.c[r]);
+    assert_non_null(strstr(a.err[r], "invalid usage"));
+    assert_non_null(strstr(a.err[r], "Duplicate GPU detected"));
+  }
+  standin_stats(&st);
+  assert_int_equal(st.comms_live, 0);
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_abort_ends_first_use_connect, setup,
@@ -348,6 +387,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_context_on_device0, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_group_handle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_ranks_one_device, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
