@@ -374,6 +374,63 @@ static void test_two_ranks_one_device(void **state) {
   assert_true(nt_no_misuse());
 }
 
+struct mismatch {
+  coll_comm_t *c[2];
+  float *buf[2];
+  coll_status_t s[3][2];
+  char err[2][512];
+};
+
+static void mismatch_rank(int rank, int world, void *p) {
+  struct mismatch *m = p;
+  (void)world;
+  nt_set_device(rank);
+  /* Counts differ: both ranks are told, naming the field and the ranks. */
+  m->s[0][rank] = coll_allreduce(m->c[rank], m->buf[rank], m->buf[rank],
+                                 rank == 0 ? 8 : 7, COLL_F32, COLL_SUM, NULL);
+  snprintf(m->err[rank], sizeof m->err[rank], "%s", coll_last_error());
+  /* Different collectives. */
+  if (rank == 0)
+    m->s[1][rank] = coll_broadcast(m->c[rank], m->buf[rank], 8, COLL_F32, 0,
+                                   NULL);
+  else
+    m->s[1][rank] = coll_allreduce(m->c[rank], m->buf[rank], m->buf[rank], 8,
+                                   COLL_F32, COLL_SUM, NULL);
+  /* The comm is still usable after a disagreement. */
+  m->s[2][rank] = coll_allreduce(m->c[rank], m->buf[rank], m->buf[rank], 8,
+                                 COLL_F32, COLL_SUM, NULL);
+}
+
+/* W2: with COLL_CHECK_MISMATCH=1 set, an NCCL comm agrees on every
+ * collective's descriptor first, instead of hanging or corrupting. */
+static void test_agreement_when_asked(void **state) {
+  struct mismatch m;
+  int r, k;
+  (void)state;
+  memset(&m, 0, sizeof m);
+  setenv("COLL_CHECK_MISMATCH", "1", 1);
+  assert_int_equal(nt_rank_comms(2, 5000, m.c), 0);
+  unsetenv("COLL_CHECK_MISMATCH");
+  for (r = 0; r < 2; r++) {
+    m.buf[r] = standin_dev_alloc(r, 8 * sizeof(float));
+    for (k = 0; k < 8; k++) m.buf[r][k] = (float)(r + 1);
+  }
+  test_run_ranks(2, mismatch_rank, &m, 20000, "mismatched collectives");
+  for (r = 0; r < 2; r++) {
+    assert_int_equal(m.s[0][r], COLL_ERR_LENGTH_MISMATCH);
+    assert_non_null(
+        strstr(m.err[r], "disagree on count: rank 0 has 8, rank 1 has 7"));
+    assert_int_equal(m.s[1][r], COLL_ERR_LENGTH_MISMATCH);
+    assert_int_equal(m.s[2][r], COLL_OK);
+    for (k = 0; k < 8; k++) assert_true(m.buf[r][k] == 3.0f);
+  }
+  for (r = 0; r < 2; r++) {
+    coll_comm_destroy(m.c[r]);
+    standin_dev_free(m.buf[r]);
+  }
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_abort_ends_first_use_connect, setup,
@@ -388,6 +445,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_group_handle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_two_ranks_one_device, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_agreement_when_asked, setup,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
