@@ -307,11 +307,15 @@ int rv_device_ready(const char *name) {
   if (e != cudaSuccess || n < 1) {
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
+    char driver[64] = "no NVIDIA driver is loaded";
+    if (drv > 0)
+      snprintf(driver, sizeof driver, "driver for CUDA %d.%d", drv / 1000,
+               drv % 1000 / 10);
     rv_check(0, name,
              "no usable CUDA device: cudaGetDeviceCount says %s (CUDA error "
-             "%d; driver API %d, runtime %d)",
+             "%d); %s, CUDA runtime %d.%d",
              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", (int)e,
-             drv, rt);
+             driver, rt / 1000, rt % 1000 / 10);
     return 0;
   }
   return rv_cuda(name, "cudaSetDevice(0)", cudaSetDevice(0));
