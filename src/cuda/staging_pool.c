@@ -86,6 +86,20 @@ void coll__slab_put(const coll_nccl_table_t *t, coll_slab_t *s) {
   if (s != NULL) slab_free(t, s);
 }
 
+size_t coll__slab_pool_bytes(size_t *largest) {
+  coll_slab_t *s;
+  size_t total = 0, big = 0;
+  uv_once(&pool_once, pool_init);
+  uv_mutex_lock(&pool_mu);
+  for (s = pool; s != NULL; s = s->next) {
+    total += s->cap;
+    if (s->cap > big) big = s->cap;
+  }
+  uv_mutex_unlock(&pool_mu);
+  if (largest != NULL) *largest = big;
+  return total;
+}
+
 void coll__slab_pool_clear(void) {
   coll_slab_t *s;
   uv_once(&pool_once, pool_init);

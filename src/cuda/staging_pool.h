@@ -27,6 +27,10 @@ void coll__slab_put(const coll_nccl_table_t *t, coll_slab_t *s);
  * rank must use the same: for tests, before any comm stages. */
 void coll__staging_segment_set(size_t bytes);
 
+/* Bytes of pinned memory the pool keeps now; *largest (may be NULL) is the
+ * largest slab among them. For tests. Any thread. */
+size_t coll__slab_pool_bytes(size_t *largest);
+
 /* Frees every pooled slab (tests, before a table is uninstalled). */
 void coll__slab_pool_clear(void);
 
