@@ -137,7 +137,9 @@ static coll_status_t p2p_wait(coll_request_t *hdr) {
   p2p_req_t *r = (p2p_req_t *)hdr;
   coll_status_t s;
   if (r->staged && !r->done) {
-    s = coll__staged_run(r->cpu, &r->work, host_p2p);
+    s = coll__staged_run(r->cpu, &r->work, host_p2p,
+                         &r->cpu->comm->abort->aborted,
+                         r->cpu->comm->timeout_ms);
     unlink_req(r->cpu, r);
     if (s != COLL_OK) {
       coll__err_prefix(coll__work_name(r->work.kind));

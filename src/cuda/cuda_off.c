@@ -10,8 +10,9 @@ int coll__work_on_device(const coll_work_t *w) {
 }
 
 coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
-                               coll_host_run_fn run) {
-  (void)cpu, (void)w, (void)run;
+                               coll_host_run_fn run, atomic_int *aborted,
+                               int64_t timeout_ms) {
+  (void)cpu, (void)w, (void)run, (void)aborted, (void)timeout_ms;
   return coll__err(COLL_ERR_NOT_AVAILABLE,
                    "staging: libcoll was built without CUDA support");
 }
