@@ -4,14 +4,13 @@
  * the slab's own stream copies segment k+1 in and segment k-1 out (three
  * slots). That stream starts after the work issued so far on the caller's
  * stream, and the caller's stream is made to wait for the copies back.
- * Every rank segments the same way (the plan depends only on count, dtype
- * and the world size), so the host collectives match up.
- * Send, recv and fedavg run whole (one host call), since their peers'
- * calls must stay one message. A rank whose
- * buffers are host memory runs the work in one host call, so above one
- * segment the ranks of a collective must agree on where their buffers
- * live; the CPU backend's agreement check reports a disagreement as a
- * length mismatch. */
+ * Every rank segments the same way (the plan depends only on count, dtype,
+ * the world size and the segment size), so the host collectives match up.
+ * Send, recv and fedavg run whole (one host call), since their peers' calls
+ * must stay one message. A rank whose buffers are host memory runs the work
+ * in one host call, so above one segment the ranks of a collective must
+ * agree on where their buffers live; the CPU backend's agreement check
+ * reports a disagreement as a length mismatch. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +21,6 @@
 #include "cuda/cuda_util.h"
 #include "cuda/stage_sync.h"
 #include "cuda/staging_pool.h"
-
-#define SEG_BYTES ((size_t)4 << 20) /* per slot; fixed so ranks agree */
-
-static size_t seg_bytes = SEG_BYTES;
-
-void coll__staging_segment_set(size_t bytes) {
-  seg_bytes = bytes != 0 ? bytes : SEG_BYTES;
-}
 
 typedef struct copy {
   char *user; /* device (or host) memory of the caller */
@@ -295,6 +286,7 @@ static coll_status_t host_world(const coll_work_t *w, void *cpu,
 static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
                       int world) {
   coll_dtype_t dt = b != NULL ? b->dtype : w->dtype;
+  size_t seg = coll__staging_segment();
   memset(p, 0, sizeof *p);
   p->w = w;
   p->buf = b;
@@ -302,18 +294,25 @@ static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
   p->esz = w->kind == COLL_WORK_FEDAVG ? sizeof(float) : coll_dtype_size(dt);
   if (p->esz == 0) p->esz = 1;
   p->count = b != NULL ? b->count : w->count;
+  /* A slot never needs more than one segment (a multiple of 64 bytes):
+   * where it holds two areas, the 64-byte alignment between them comes out
+   * of the budget. So the pool can keep every pipeline's slab. */
   switch (w->kind) {
     case COLL_WORK_ALLREDUCE:
     case COLL_WORK_PREMUL_SUM:
     case COLL_WORK_BROADCAST:
+      p->per_seg = seg / p->esz;
+      break;
     case COLL_WORK_REDUCE:
-      p->per_seg = seg_bytes / p->esz;
+      p->per_seg = (seg - 64) / (p->esz * 2);
       break;
     case COLL_WORK_ALLGATHER:
     case COLL_WORK_REDUCE_SCATTER:
-      p->per_seg = seg_bytes / (p->esz * (size_t)(world + 1));
+      p->per_seg = (seg - 64) / (p->esz * (size_t)(world + 1));
       break;
     default:
+      /* Whole (send, recv, fedavg): a slab above three segments is freed
+       * after use rather than kept pinned for the life of the process. */
       p->per_seg = p->count;
       break;
   }

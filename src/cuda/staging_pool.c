@@ -8,6 +8,11 @@
 #include "core/error.h"
 
 #define POOL_MAX 4 /* slabs kept (pinned memory is scarce) */
+#define SEG_BYTES ((size_t)4 << 20) /* per slot; fixed so ranks agree */
+#define SEG_MIN ((size_t)4 << 10)
+
+static size_t seg_bytes = SEG_BYTES;
+
 static uv_once_t pool_once = UV_ONCE_INIT;
 static uv_mutex_t pool_mu;
 static coll_slab_t *pool;   /* under pool_mu */
@@ -15,6 +20,17 @@ static int pooled;          /* under pool_mu */
 static coll_slab_t *parked; /* under pool_mu */
 
 static void pool_init(void) { uv_mutex_init(&pool_mu); }
+
+void coll__staging_segment_set(size_t bytes) {
+  if (bytes == 0) {
+    seg_bytes = SEG_BYTES;
+    return;
+  }
+  if (bytes < SEG_MIN) bytes = SEG_MIN;
+  seg_bytes = (bytes + 63) & ~(size_t)63;
+}
+
+size_t coll__staging_segment(void) { return seg_bytes; }
 
 static void slab_free(coll_slab_t *s) {
   const coll_nccl_table_t *t = s->t;
@@ -27,10 +43,18 @@ static void slab_free(coll_slab_t *s) {
   free(s);
 }
 
+/* Whether a slab is worth keeping pinned: the collective pipeline never
+ * needs more than its slots of one segment each (staging.c plans so), so
+ * only a whole-message slab (fedavg, a large point-to-point message) is
+ * larger, and it goes back to the system at once (review finding M9). */
+static int poolable(const coll_slab_t *s) {
+  return s->cap <= (size_t)COLL_STAGE_SLOTS * seg_bytes;
+}
+
 /* Keeps s if it qualifies; returns s when the caller must free it. Pool
  * lock held. */
 static coll_slab_t *pool_keep(coll_slab_t *s) {
-  if (pooled >= POOL_MAX) return s;
+  if (pooled >= POOL_MAX || !poolable(s)) return s;
   s->next = pool;
   pool = s;
   pooled++;

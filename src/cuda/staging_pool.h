@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* staging_pool.h: pinned host slabs, each with libcoll's own stream and its
  * copy events, kept for reuse (cudaHostAlloc costs far more than one staged
- * collective). */
+ * collective) up to the size the collective pipeline needs. */
 #ifndef COLL_CUDA_STAGING_POOL_H
 #define COLL_CUDA_STAGING_POOL_H
 
@@ -32,8 +32,9 @@ typedef struct coll_slab {
  * dev). Any thread. */
 coll_status_t coll__slab_get(const coll_nccl_table_t *t, size_t bytes, int dev,
                              coll_slab_t **out);
-/* Returns a slab whose copies all completed to the pool (or frees it when
- * the pool is full). Any thread. */
+/* Returns a slab whose copies all completed: kept if it is no larger than
+ * COLL_STAGE_SLOTS segments and the pool has room, freed otherwise. Any
+ * thread. */
 void coll__slab_put(coll_slab_t *s);
 /* Sets aside a slab whose copies may still run (a wait failed, or was
  * aborted, with copies queued): it is never handed out again while its
@@ -41,9 +42,11 @@ void coll__slab_put(coll_slab_t *s);
  * could be recorded. Any thread. */
 void coll__slab_park(coll_slab_t *s);
 
-/* The staging segment per slot, 4 MiB by default (0 restores it). Every
+/* The staging segment per pipeline slot, 4 MiB by default; set rounds up
+ * to a multiple of 64 bytes, at least 4 KiB (0 restores the default). Every
  * rank must use the same: for tests, before any comm stages. */
 void coll__staging_segment_set(size_t bytes);
+size_t coll__staging_segment(void);
 
 /* Bytes of pinned memory the pool keeps now; *largest (may be NULL) is the
  * largest slab among them. For tests. Any thread. */
