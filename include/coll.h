@@ -318,7 +318,11 @@ COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send,
                                    coll_op_t op, int root, void *stream);
 COLL_API coll_status_t coll_barrier(coll_comm_t *c);
 /* Tagged point-to-point; tag < COLL_TAG_RESERVED. Messages between a pair on
- * one tag arrive in order. A send may wait until the receive is posted. */
+ * one tag arrive in order. A send may wait until the receive is posted.
+ * Device memory on a CPU comm is copied through pinned memory, ordered after
+ * the default stream; such a send reaches the peer once the comm's next
+ * point-to-point call (coll_test and coll_wait included) sees its copy
+ * complete. */
 COLL_API coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag);
 /* *received (may be NULL) is the element count that arrived; a message longer

@@ -6,11 +6,12 @@
  * stream, and the caller's stream is made to wait for the copies back.
  * Every rank segments the same way (the plan depends only on count, dtype,
  * the world size and the segment size), so the host collectives match up.
- * Send, recv and fedavg run whole (one host call), since their peers' calls
- * must stay one message. A rank whose buffers are host memory runs the work
- * in one host call, so above one segment the ranks of a collective must
- * agree on where their buffers live; the CPU backend's agreement check
- * reports a disagreement as a length mismatch. */
+ * Fedavg runs whole (one host call), since its peers' calls must stay one
+ * message; point-to-point has its own path (staged_p2p.c). A rank whose
+ * buffers are host memory runs the work in one host call, so above one
+ * segment the ranks of a collective must agree on where their buffers
+ * live; the CPU backend's agreement check reports a disagreement as a
+ * length mismatch. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,8 +312,8 @@ static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
       p->per_seg = (seg - 64) / (p->esz * (size_t)(world + 1));
       break;
     default:
-      /* Whole (send, recv, fedavg): a slab above three segments is freed
-       * after use rather than kept pinned for the life of the process. */
+      /* Whole (fedavg): a slab above three segments is freed after use
+       * rather than kept pinned for the life of the process. */
       p->per_seg = p->count;
       break;
   }
