@@ -195,9 +195,9 @@ static coll_status_t give_up(p2p_req_t *r, coll_status_t s) {
 }
 
 /* Moves r on as far as it goes, blocking at most wait_ms in the transport;
- * ends it once the comm was aborted or its timeout passed. 1 once r is
- * done. Never blocks with wait_ms 0. */
-static int advance(p2p_req_t *r, int64_t wait_ms) {
+ * ends it once the comm was aborted, or (in a wait) once its timeout
+ * passed. 1 once r is done. Never blocks with wait_ms 0. */
+static int advance(p2p_req_t *r, int64_t wait_ms, int in_wait) {
   coll_cpu_t *cpu = r->cpu;
   coll_status_t s;
   size_t len = 0;
@@ -209,7 +209,7 @@ static int advance(p2p_req_t *r, int64_t wait_ms) {
     s = conclude(r, s, len);
   else if (atomic_load(&cpu->comm->abort->aborted))
     s = give_up(r, COLL_ERR_ABORTED);
-  else if (r->deadline_ms >= 0 && coll__now_ms() >= r->deadline_ms)
+  else if (in_wait && r->deadline_ms >= 0 && coll__now_ms() >= r->deadline_ms)
     s = give_up(r, COLL_ERR_TIMEOUT);
   else
     return 0;
@@ -290,7 +290,7 @@ static coll_status_t p2p_wait(coll_request_t *hdr) {
     settle(r, finish(r));
   while (!r->done) {
     int64_t slice = wait_slice(r);
-    if (!advance(r, slice) && slice == 0) coll__poll_pause(&spins);
+    if (!advance(r, slice, 1) && slice == 0) coll__poll_pause(&spins);
   }
   s = r->status;
   if (s != COLL_OK) coll__err_restore(r->msg);
@@ -300,8 +300,9 @@ static coll_status_t p2p_wait(coll_request_t *hdr) {
 
 static coll_status_t p2p_test(coll_request_t *hdr, int *done) {
   p2p_req_t *r = (p2p_req_t *)hdr;
-  /* Finished here, its outcome kept for coll_wait. */
-  if (!r->done) (void)advance(r, 0);
+  /* Finished here, its outcome kept for coll_wait. The comm's timeout
+   * bounds waits only, as for host requests; an abort ends it here too. */
+  if (!r->done) (void)advance(r, 0, 0);
   *done = r->done;
   return COLL_OK;
 }

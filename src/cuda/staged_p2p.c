@@ -12,7 +12,6 @@
 #include "cuda/staged_p2p.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/error.h"
 #include "cuda/cuda_util.h"
@@ -79,18 +78,21 @@ static coll_status_t start_recv(coll_staged_p2p_t *sp) {
   return COLL_OK;
 }
 
-/* The slab back to the pool, or parked while a copy may still touch it. */
+/* The slab back to the pool, or parked while a copy may still touch it.
+ * Leaves this thread's error text as it was. */
 static void release(coll_staged_p2p_t *sp) {
+  char msg[COLL_ERRMSG_MAX];
   int saved = COLL_NO_DEVICE;
   if (!sp->copying) {
     coll__slab_put(sp->slab);
     return;
   }
   /* The fence goes on the slab's stream, of the slab's device. */
-  if (coll__cuda_device_enter(sp->t, sp->dev, &saved, "staging") != COLL_OK)
-    coll__err_clear();
+  coll__err_save(msg);
+  (void)coll__cuda_device_enter(sp->t, sp->dev, &saved, "staging");
   coll__slab_park(sp->slab);
   coll__cuda_device_leave(sp->t, saved);
+  coll__err_restore(msg);
 }
 
 coll_status_t coll__staged_p2p_start(coll_transport_t *tp,
