@@ -255,9 +255,10 @@ static void test_staged_recv_too_short(void **state) {
   assert_true(nt_no_misuse());
 }
 
-/* (c) coll_abort from another thread ends a staged wait within 1 s. The
- * last rank thread aborts the others' comms 200 ms in. */
-enum { AB_RECV, AB_SEND_STALLED, AB_ALLREDUCE_STALLED };
+/* (c) coll_abort from another thread ends a staged wait (or a coll_test
+ * loop) within 1 s. The last rank thread aborts the others' comms 200 ms
+ * in. */
+enum { AB_RECV, AB_SEND_STALLED, AB_TEST_STALLED, AB_ALLREDUCE_STALLED };
 
 struct aarg {
   coll_comm_t **comms;
@@ -288,6 +289,16 @@ static void abort_rank(int rank, int world, void *p) {
     case AB_SEND_STALLED: /* the copy into the slab never completes */
       a->s[rank] = coll_isend(c, a->buf[rank], MSG, COLL_F32, 1, 7, &req);
       break;
+    case AB_TEST_STALLED: { /* the same, polled by coll_test (5 s bound) */
+      int done = 0;
+      int64_t t0 = test_now_ms();
+      a->s[rank] = coll_isend(c, a->buf[rank], MSG, COLL_F32, 1, 7, &req);
+      while (req != NULL && !done && test_now_ms() - t0 < 5000)
+        if (coll_test(req, &done) != COLL_OK) break;
+      a->t_ret[rank] = test_now_ms();
+      if (req != NULL) a->s[rank] = coll_wait(req);
+      return;
+    }
     default: /* both ranks' first copy-in never completes */
       a->s[rank] = coll_allreduce(c, a->buf[rank], a->buf[rank], MSG, COLL_F32,
                                   COLL_SUM, NULL);
@@ -338,6 +349,11 @@ static void test_abort_staged_recv(void **state) {
 static void test_abort_staged_send_stalled(void **state) {
   (void)state;
   run_abort(AB_SEND_STALLED);
+}
+
+static void test_abort_staged_test_loop_stalled(void **state) {
+  (void)state;
+  run_abort(AB_TEST_STALLED);
 }
 
 static void test_abort_staged_allreduce_stalled(void **state) {
@@ -494,6 +510,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_abort_staged_recv, setup, teardown),
       cmocka_unit_test_setup_teardown(test_abort_staged_send_stalled, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_abort_staged_test_loop_stalled,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_abort_staged_allreduce_stalled,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_order_staged_then_host, setup,
