@@ -293,13 +293,15 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
  *  - numerics are NCCL's: f16/bf16 accumulate in the element type; AVG
  *    scales each input by 1/n in the element type before summing; 8-bit
  *    sums wrap, and 8-bit AVG is refused (COLL_ERR_UNSUPPORTED).
- *  - no descriptor agreement: ranks that disagree get NCCL's behaviour.
+ *  - descriptor agreement only when COLL_CHECK_MISMATCH=1 is set
+ *    explicitly (it costs an NCCL allgather per call); otherwise ranks that
+ *    disagree get NCCL's behaviour.
  *  - point-to-point: tag must be 0 (messages between two ranks match in
  *    issue order), counts must match (*received is the count passed), and
  *    isend/irecv are launched together in one NCCL group at the first wait
  *    or test, so an exchange of isend+irecv on both ranks completes.
  * Returns: COLL_OK, INVALID_ARG/UNSUPPORTED (nothing was issued),
- * ABORTED, TIMEOUT, PEER_LOST, LENGTH_MISMATCH (CPU comms), BACKEND. A
+ * ABORTED, TIMEOUT, PEER_LOST, LENGTH_MISMATCH, BACKEND. A
  * failure other than a refused argument is sticky: the comm is aborted and
  * every later call reports it. */
 
@@ -338,7 +340,10 @@ COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send,
 COLL_API coll_status_t coll_barrier(coll_comm_t *c);
 /* Tagged point-to-point; tag < COLL_TAG_RESERVED (NCCL comms: 0 only).
  * Messages between a pair on one tag arrive in order. A send may wait until
- * the receive is posted. */
+ * the receive is posted. Device memory on a CPU comm is copied through
+ * pinned memory, ordered after the default stream; such a send reaches the
+ * peer once the comm's next point-to-point call (coll_test and coll_wait
+ * included) sees its copy complete. */
 COLL_API coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag);
 /* *received (may be NULL) is the element count that arrived; a message longer

@@ -12,6 +12,7 @@
 typedef enum { CPU_ALGO_AUTO, CPU_ALGO_RING, CPU_ALGO_RD } cpu_algo_t;
 
 typedef struct cpu_req cpu_req_t;
+typedef struct p2p_req p2p_req_t;
 typedef struct coll_fedavg coll_fedavg_t;
 
 typedef struct coll_cpu {
@@ -22,7 +23,7 @@ typedef struct coll_cpu {
   uv_mutex_t mu;
   uv_cond_t cv;
   cpu_req_t *head, *tail;
-  cpu_req_t *p2p; /* outstanding point-to-point requests */
+  p2p_req_t *p2p; /* outstanding point-to-point requests */
   int busy;       /* the worker is running an item */
   int stop;
   int thread_started;
@@ -34,6 +35,11 @@ typedef struct coll_cpu {
   coll_scratch_t work;    /* copies, widened 8-bit sums, packed batches */
   coll_scratch_t extra;   /* second area (negotiate, reduce-scatter) */
   coll_fedavg_t *fed;
+
+  /* Sends not yet handed to the transport (a staged copy still running,
+   * or an earlier send of the pair and tag still waiting), in issue order.
+   * Touched only by the thread that uses the comm (p2p.c). */
+  p2p_req_t *unposted;
 
   /* Sticky failure (guarded by mu: point-to-point calls on the user's
    * thread and the worker both set and read it). */
@@ -89,7 +95,7 @@ coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
 void coll__cpu_executor_stop(coll_cpu_t *cpu);
 /* Point-to-point requests go straight to the transport (p2p.c), so that an
  * exchange of isend+irecv between two ranks cannot deadlock behind queued
- * work. */
+ * work; device memory is staged without waiting (cuda/staged_p2p.h). */
 coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
                                    int blocking, coll_request_t **req);
 void coll__cpu_p2p_reap_all(coll_cpu_t *cpu);

@@ -82,7 +82,8 @@ coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   COLL_CHECK(coll__cpu_check_usable(cpu, what));
   coll__err_clear();
   if (coll__work_on_device(w))
-    s = coll__staged_run(cpu, w, run_host);
+    s = coll__staged_run(cpu, w, run_host, &cpu->comm->abort->aborted,
+                         cpu->comm->timeout_ms);
   else
     s = run_host(cpu, w);
   if (s == COLL_OK) return COLL_OK;

@@ -1,34 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* staging.c: device buffers on a CPU comm. Each work item runs as a sequence
  * of host collectives over pinned segments: while the ring reduces segment k,
- * the stream copies segment k+1 in and segment k-1 out (three slots). Every
- * rank segments the same way (the plan depends only on count, dtype and the
- * world size), so the host collectives match up. Send, recv and fedavg run
- * whole (one host call), since their peers' calls must stay one message.
- * A rank whose buffers are host memory runs the work in one host call, so
- * above one segment the ranks of a collective must agree on where their
- * buffers live; the CPU backend's agreement check reports a disagreement
- * as a length mismatch. */
-#include <sched.h>
+ * the slab's own stream copies segment k+1 in and segment k-1 out (three
+ * slots). That stream starts after the work issued so far on the caller's
+ * stream, and the caller's stream is made to wait for the copies back.
+ * Every rank segments the same way (the plan depends only on count, dtype,
+ * the world size and the segment size), so the host collectives match up.
+ * Fedavg runs whole (one host call), since its peers' calls must stay one
+ * message; point-to-point has its own path (staged_p2p.c). A rank whose
+ * buffers are host memory runs the work in one host call, so above one
+ * segment the ranks of a collective must agree on where their buffers
+ * live; the CPU backend's agreement check reports a disagreement as a
+ * length mismatch. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "core/clock.h"
 #include "core/comm.h"
 #include "core/error.h"
 #include "cuda/staging.h"
 #include "cuda/cuda_util.h"
+#include "cuda/stage_sync.h"
 #include "cuda/staging_pool.h"
-
-#define SEG_BYTES ((size_t)4 << 20) /* per slot; fixed so ranks agree */
-
-static size_t seg_bytes = SEG_BYTES;
-
-void coll__staging_segment_set(size_t bytes) {
-  seg_bytes = bytes != 0 ? bytes : SEG_BYTES;
-}
 
 typedef struct copy {
   char *user; /* device (or host) memory of the caller */
@@ -181,12 +174,13 @@ static void plan_seg(const plan_t *p, size_t k, seg_t *s) {
 
 typedef struct runner {
   const coll_nccl_table_t *t;
-  cudaStream_t st;
+  cudaStream_t st; /* the slab's own stream: every copy runs there */
   coll_slab_t *slab;
   size_t slot_bytes;
   int nslots;
   seg_t seg[COLL_STAGE_SLOTS];
-  int64_t deadline_ms;
+  atomic_int *aborted; /* the comm's abort flag: ends every wait */
+  int64_t timeout_ms;  /* the comm's, per wait */
 } runner_t;
 
 static char *slot_base(const runner_t *r, int slot) {
@@ -210,26 +204,8 @@ static coll_status_t copies_issue(runner_t *r, int slot, int in) {
   return COLL_OK;
 }
 
-/* Polls the event (the copies are short, but the caller's stream work
- * before them may not be): bounded by the default comm timeout. */
 static coll_status_t event_wait(runner_t *r, cudaEvent_t ev) {
-  struct timespec ts = {0, 20000};
-  unsigned spins = 0;
-  cudaError_t e;
-  for (;;) {
-    e = r->t->cuda_event_query(ev);
-    if (e == cudaSuccess) return COLL_OK;
-    if (e != cudaErrorNotReady)
-      return coll__cuda_result(r->t, e, "staging: cudaEventQuery");
-    if (r->deadline_ms >= 0 && coll__now_ms() >= r->deadline_ms)
-      return coll__err(COLL_ERR_TIMEOUT,
-                       "staging: copies to or from device memory did not "
-                       "complete in time");
-    if (spins++ < 256)
-      sched_yield();
-    else
-      nanosleep(&ts, NULL);
-  }
+  return coll__stage_event_wait(r->t, ev, r->aborted, r->timeout_ms);
 }
 
 static coll_status_t slot_fill(runner_t *r, const plan_t *p, size_t k) {
@@ -277,9 +253,16 @@ static coll_status_t run_plan(runner_t *r, const plan_t *p, void *cpu,
            : coll__cuda_result(r->t, e, "staging: cudaEventRecord");
   if (s2 != COLL_OK) {
     if (s == COLL_OK) s = s2;
-    r->slab = NULL; /* its copies may still run: leak it rather than reuse */
+    /* Its copies may still run: parked, never reused while they might. */
+    coll__slab_park(r->slab);
+    r->slab = NULL;
+    return s;
   }
-  return s;
+  /* This thread saw the copies back complete, so the wait is satisfied
+   * already; it tells CUDA the order too (cheaply), so that the caller's
+   * stream never depends on which thread waited for what. */
+  s2 = coll__stage_caller_after(r->slab, r->slab->ev[0], (void *)p->w->stream);
+  return s != COLL_OK ? s : s2;
 }
 
 /* The world size, for plans whose blocks are per rank: one tiny host
@@ -304,6 +287,7 @@ static coll_status_t host_world(const coll_work_t *w, void *cpu,
 static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
                       int world) {
   coll_dtype_t dt = b != NULL ? b->dtype : w->dtype;
+  size_t seg = coll__staging_segment();
   memset(p, 0, sizeof *p);
   p->w = w;
   p->buf = b;
@@ -311,18 +295,25 @@ static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
   p->esz = w->kind == COLL_WORK_FEDAVG ? sizeof(float) : coll_dtype_size(dt);
   if (p->esz == 0) p->esz = 1;
   p->count = b != NULL ? b->count : w->count;
+  /* A slot never needs more than one segment (a multiple of 64 bytes):
+   * where it holds two areas, the 64-byte alignment between them comes out
+   * of the budget. So the pool can keep every pipeline's slab. */
   switch (w->kind) {
     case COLL_WORK_ALLREDUCE:
     case COLL_WORK_PREMUL_SUM:
     case COLL_WORK_BROADCAST:
+      p->per_seg = seg / p->esz;
+      break;
     case COLL_WORK_REDUCE:
-      p->per_seg = seg_bytes / p->esz;
+      p->per_seg = (seg - 64) / (p->esz * 2);
       break;
     case COLL_WORK_ALLGATHER:
     case COLL_WORK_REDUCE_SCATTER:
-      p->per_seg = seg_bytes / (p->esz * (size_t)(world + 1));
+      p->per_seg = (seg - 64) / (p->esz * (size_t)(world + 1));
       break;
     default:
+      /* Whole (fedavg): a slab above three segments is freed after use
+       * rather than kept pinned for the life of the process. */
       p->per_seg = p->count;
       break;
   }
@@ -331,7 +322,8 @@ static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
 }
 
 static coll_status_t stage_one(const coll_nccl_table_t *t, const plan_t *p,
-                               int dev, void *cpu, coll_host_run_fn run) {
+                               int dev, void *cpu, coll_host_run_fn run,
+                               atomic_int *aborted, int64_t timeout_ms) {
   runner_t r;
   copy_t *copies;
   size_t per = (size_t)p->world + 2;
@@ -346,22 +338,27 @@ static coll_status_t stage_one(const coll_nccl_table_t *t, const plan_t *p,
     r.seg[i].out = r.seg[i].in + per;
   }
   r.t = t;
-  r.st = (cudaStream_t)p->w->stream;
   r.nslots = p->nseg > 1 ? COLL_STAGE_SLOTS : 1;
-  r.deadline_ms = coll__deadline(coll__default_timeout_ms());
+  r.aborted = aborted;
+  r.timeout_ms = timeout_ms;
   plan_seg(p, 0, &r.seg[0]); /* the first segment is the largest */
   r.slot_bytes = round_up(r.seg[0].bytes);
   s = coll__slab_get(t, r.slot_bytes * (size_t)r.nslots, dev, &r.slab);
   if (s == COLL_OK) {
-    s = run_plan(&r, p, cpu, run);
-    if (r.slab != NULL) coll__slab_put(t, r.slab);
+    r.st = r.slab->st;
+    /* Nothing is queued on the slab's stream if this fails. */
+    s = coll__stage_after_caller(r.slab, (void *)p->w->stream);
+    if (s == COLL_OK)
+      s = run_plan(&r, p, cpu, run);
+    if (r.slab != NULL) coll__slab_put(r.slab);
   }
   free(copies);
   return s;
 }
 
 coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
-                               coll_host_run_fn run) {
+                               coll_host_run_fn run, atomic_int *aborted,
+                               int64_t timeout_ms) {
   const coll_nccl_table_t *t = coll__cuda_if_in_use();
   int world = 1, dev, saved = COLL_NO_DEVICE;
   coll_status_t s = COLL_OK;
@@ -384,11 +381,11 @@ coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
      * rank. */
     for (i = 0; i < w->nbufs && s == COLL_OK; i++) {
       plan_init(&p, w, &w->bufs[i], world);
-      s = stage_one(t, &p, dev, cpu, run);
+      s = stage_one(t, &p, dev, cpu, run, aborted, timeout_ms);
     }
   } else if (s == COLL_OK) {
     plan_init(&p, w, NULL, world);
-    s = stage_one(t, &p, dev, cpu, run);
+    s = stage_one(t, &p, dev, cpu, run, aborted, timeout_ms);
   }
   coll__cuda_device_leave(t, saved);
   return s;

@@ -3,9 +3,12 @@
  * work item touches CUDA device memory; if so it runs the work through
  * pinned host buffers (in segments, copies overlapping the ring) by calling
  * back into the host path. Without the NCCL backend built every pointer is
- * host memory. */
+ * host memory. Point-to-point is staged by staged_p2p.h instead. */
 #ifndef COLL_CUDA_STAGING_H
 #define COLL_CUDA_STAGING_H
+
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "core/comm.h"
 
@@ -17,8 +20,15 @@ typedef coll_status_t (*coll_host_run_fn)(void *cpu, const coll_work_t *w);
 int coll__work_on_device(const coll_work_t *w);
 
 /* Runs w, whose buffers may be device memory, through pinned host staging,
- * calling run(cpu, host_work) for each host-side piece. */
+ * calling run(cpu, host_work) for each host-side piece. The copies run on
+ * libcoll's own stream, after the work issued so far on w->stream (NULL:
+ * the legacy default stream), and w->stream waits for the copies back.
+ * Every wait for a copy ends with COLL_ERR_ABORTED once *aborted (the
+ * comm's abort flag; may be NULL) is set, and with COLL_ERR_TIMEOUT after
+ * timeout_ms (the comm's; < 0: none). The thread that runs the comm's
+ * work. */
 coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
-                               coll_host_run_fn run);
+                               coll_host_run_fn run, atomic_int *aborted,
+                               int64_t timeout_ms);
 
 #endif

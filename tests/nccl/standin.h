@@ -36,6 +36,10 @@ void standin_fail_next(ncclResult_t r);
 void standin_inject_async_error(ncclResult_t r);
 /* Collectives posted from now on complete (hang = 0) or never (1). */
 void standin_set_hang(int hang);
+/* Stalls every stream (1): queued work (copies, event records, waits)
+ * stays queued even when queried, as if a kernel ahead of it never ended,
+ * until standin_stall(0) lets it run. Any thread. */
+void standin_stall(int on);
 
 typedef struct standin_stats {
   int comms_live;      /* comms neither destroyed nor aborted */

@@ -20,6 +20,7 @@ _Thread_local struct ncclComm *si_group_inits[SI_MAXR];
 _Thread_local int si_group_ninit;
 static coll_nccl_table_t table;
 static uv_once_t si_once = UV_ONCE_INIT;
+static int si_stalled; /* under si.mu: standin_stall */
 
 static void si_init(void) {
   uv_mutex_init(&si.mu);
@@ -72,6 +73,7 @@ static int coll_head(si_op_t *op) {
 
 void si_progress(struct CUstream_st *s) {
   si_op_t *op;
+  if (si_stalled) return;
   while ((op = s->head) != NULL) {
     if (op->kind == SI_OP_COPY) {
       memmove(op->dst, op->src, op->bytes);
@@ -458,6 +460,7 @@ void standin_install(const standin_config_t *cfg) {
   if (si.cfg.ndev > SI_MAXDEV) si.cfg.ndev = SI_MAXDEV;
   if (si.cfg.version == 0) si.cfg.version = 22809;
   si.hang = cfg->hang;
+  si_stalled = 0;
   si.fail_next = ncclSuccess;
   memset(&si.st, 0, sizeof si.st);
   si.misuse[0] = '\0';
@@ -511,6 +514,14 @@ void standin_uninstall(void) {
     free(m->p);
     free(m);
   }
+  uv_mutex_unlock(&si.mu);
+}
+
+void standin_stall(int on) {
+  uv_once(&si_once, si_init);
+  uv_mutex_lock(&si.mu);
+  si_stalled = on;
+  if (!on) si_progress_all();
   uv_mutex_unlock(&si.mu);
 }
 
