@@ -438,6 +438,40 @@ static void test_agreement_when_asked(void **state) {
   assert_true(nt_no_misuse());
 }
 
+/* M8: the timeout counts from when the work can start on the stream, so a
+ * collective queued behind the caller's own long work (a stalled stream
+ * here) does not time out, and the comm is not aborted for it. */
+static void test_timeout_starts_on_the_stream(void **state) {
+  coll_comm_t *c = NULL;
+  coll_request_t *req = NULL;
+  float *buf;
+  int done = 0, polls = 0;
+  int64_t t0;
+  (void)state;
+  assert_int_equal(nt_rank_comms(1, 200, &c), 0);
+  buf = standin_dev_alloc(0, 4 * sizeof(float));
+  buf[0] = 2.5f;
+  standin_stall(1);
+  assert_int_equal(
+      coll_iallreduce(c, buf, buf, 4, COLL_F32, COLL_SUM, NULL, &req), COLL_OK);
+  t0 = test_now_ms();
+  while (test_now_ms() - t0 < 600) { /* three times the timeout */
+    assert_int_equal(coll_test(req, &done), COLL_OK);
+    assert_false(done);
+    polls++;
+    test_sleep_ms(5);
+  }
+  standin_stall(0);
+  assert_int_equal(coll_wait(req), COLL_OK);
+  assert_true(buf[0] == 2.5f);
+  assert_true(polls > 10);
+  assert_int_equal(coll_allreduce(c, buf, buf, 4, COLL_F32, COLL_SUM, NULL),
+                   COLL_OK);
+  coll_comm_destroy(c);
+  standin_dev_free(buf);
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_abort_ends_first_use_connect, setup,
@@ -454,6 +488,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_two_ranks_one_device, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_agreement_when_asked, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_timeout_starts_on_the_stream, setup,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
