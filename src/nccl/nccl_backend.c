@@ -27,7 +27,7 @@ static coll_status_t be_prepare(coll_comm_t *c, const coll_work_t *w) {
     return COLL_OK; /* held; nothing reaches NCCL yet */
   }
   COLL_CHECK(coll__nccl_settle(be, what));
-  COLL_CHECK(coll__nccl_p2p_flush(be, what));
+  COLL_CHECK(coll__nccl_p2p_flush(be, 1, what));
   COLL_CHECK(coll__nccl_settle(be, what));
   return coll__nccl_agree(be, w);
 }

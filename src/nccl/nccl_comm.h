@@ -162,9 +162,11 @@ coll_status_t coll__nccl_agree(coll_nccl_be_t *be, const coll_work_t *w);
 /* Point-to-point (nccl_p2p.c). queue: under the guard, holds the request.
  * flush: gives every held request to NCCL in one group (the fused launch
  * that lets an isend+irecv exchange complete); takes the guard itself; the
- * comm's thread. */
+ * comm's thread. With wait = 0 it never blocks: while NCCL is still busy
+ * with earlier work it launches nothing and returns COLL_OK. */
 coll_status_t coll__nccl_p2p_queue(coll_nccl_be_t *be, const coll_work_t *w,
                                    coll_request_t **out);
-coll_status_t coll__nccl_p2p_flush(coll_nccl_be_t *be, const char *what);
+coll_status_t coll__nccl_p2p_flush(coll_nccl_be_t *be, int wait,
+                                   const char *what);
 
 #endif

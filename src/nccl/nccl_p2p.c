@@ -91,12 +91,20 @@ fail:
   return s;
 }
 
-coll_status_t coll__nccl_p2p_flush(coll_nccl_be_t *be, const char *what) {
+coll_status_t coll__nccl_p2p_flush(coll_nccl_be_t *be, int wait,
+                                   const char *what) {
   coll_abort_handle_t *h = be->comm->abort;
   coll_status_t s;
+  int busy = 0;
   if (be->batch == NULL) return COLL_OK;
-  /* NCCL takes no call while the comm is still in progress. */
-  COLL_CHECK(coll__nccl_settle(be, what));
+  /* NCCL takes no call while the comm is still in progress: wait for it,
+   * or (coll_test, which never blocks) look once and come back later. */
+  if (wait) {
+    COLL_CHECK(coll__nccl_settle(be, what));
+  } else {
+    COLL_CHECK(coll__nccl_settle_step(be, &busy, what));
+    if (busy) return COLL_OK;
+  }
   uv_mutex_lock(&h->guard);
   s = coll__nccl_usable(be, what);
   if (s == COLL_OK) s = launch(be, what);

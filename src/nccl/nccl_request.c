@@ -324,8 +324,9 @@ static coll_status_t req_poll(coll_nccl_req_t *r) {
   s = coll__nccl_usable(be, what);
   if (s != COLL_OK) return req_finish(r, s);
   if (r->state == NREQ_QUEUED) {
-    s = coll__nccl_p2p_flush(be, what);
+    s = coll__nccl_p2p_flush(be, 0, what);
     if (s != COLL_OK) return req_finish(r, s);
+    if (r->state == NREQ_QUEUED) return COLL_OK; /* NCCL still busy */
   }
   if (r->state == NREQ_LAUNCHING) {
     s = coll__nccl_settle_step(be, &busy, what);

@@ -197,6 +197,8 @@ struct exchange {
   float *send[2], *recv[2];
   size_t count, received[2];
   coll_status_t s[2][2];
+  int by_test; /* complete with coll_test loops before coll_wait */
+  int test_done[2];
 };
 
 /* Both ranks send first, then receive, then wait the send first. */
@@ -210,18 +212,27 @@ static void exchange_rank(int rank, int world, void *p) {
                              peer, 0, &sr);
   x->s[rank][1] = coll_irecv(x->comms[rank], x->recv[rank], x->count, COLL_F32,
                              peer, 0, &x->received[rank], &rr);
+  if (x->by_test && sr != NULL && rr != NULL) {
+    int64_t t0 = test_now_ms();
+    int ds = 0, dr = 0;
+    while ((!ds || !dr) && test_now_ms() - t0 < 5000) {
+      coll_test(sr, &ds);
+      coll_test(rr, &dr);
+    }
+    x->test_done[rank] = ds && dr;
+  }
   if (sr != NULL) x->s[rank][0] = coll_wait(sr);
   if (rr != NULL) x->s[rank][1] = coll_wait(rr);
 }
 
 /* H3: one fused launch per exchange, or the sends wait for receives that
  * sit behind them on the stream. */
-static void test_exchange_completes(void **state) {
+static void exchange(int by_test) {
   struct exchange x;
   size_t k;
   int r;
-  (void)state;
   memset(&x, 0, sizeof x);
+  x.by_test = by_test;
   x.count = 1 << 16;
   assert_int_equal(nt_rank_comms(2, 5000, x.comms), 0);
   for (r = 0; r < 2; r++) {
@@ -234,6 +245,7 @@ static void test_exchange_completes(void **state) {
     assert_int_equal(x.s[r][0], COLL_OK);
     assert_int_equal(x.s[r][1], COLL_OK);
     assert_int_equal(x.received[r], x.count);
+    if (by_test) assert_true(x.test_done[r]);
     for (k = 0; k < x.count; k++)
       assert_true(x.recv[r][k] == (float)((1 - r) * 100000 + k));
   }
@@ -243,6 +255,18 @@ static void test_exchange_completes(void **state) {
     standin_dev_free(x.recv[r]);
   }
   assert_true(nt_no_misuse());
+}
+
+static void test_exchange_completes(void **state) {
+  (void)state;
+  exchange(0);
+}
+
+/* coll_test alone launches the held calls and completes them (it never
+ * blocks, even while NCCL still connects). */
+static void test_exchange_by_test(void **state) {
+  (void)state;
+  exchange(1);
 }
 
 /* W2: NCCL carries no tags; a tag is refused, not silently ignored. */
@@ -481,6 +505,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_init_bounded_and_abortable, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_exchange_completes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exchange_by_test, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tags_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_context_on_device0, setup,
                                       teardown),
