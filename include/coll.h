@@ -183,7 +183,7 @@ typedef struct coll_comm_config {
 typedef struct coll_transport_ops {
   size_t size;
   uint32_t version; /* COLL_TRANSPORT_OPS_VERSION the provider was built for */
-  const char *name; /* "tcp", "inproc", ... */
+  const char *name; /* "tcp", "inproc", ...; copied by create, may be NULL */
   coll_status_t (*isend)(void *ctx, int peer, uint32_t tag, const void *buf,
                          size_t len, void **req);
   coll_status_t (*irecv)(void *ctx, int peer, uint32_t tag, void *buf,
@@ -197,10 +197,13 @@ typedef struct coll_transport_ops {
 #define COLL_TRANSPORT_OPS_VERSION 1
 
 /* Wraps a third party's vtable into a transport endpoint for `rank` of
- * `world`. The ops table is copied; `ctx` is owned by the transport from now
- * on (ops->destroy(ctx) is called when the transport is destroyed, also when
- * this call fails after validating ops). Refuses a table with a missing
- * mandatory slot or a size too small for them. Any thread. */
+ * `world`. The ops table and its name are copied. `ctx` becomes the
+ * transport's only when this returns COLL_OK (ops->destroy(ctx) runs when
+ * the transport is destroyed); on any failure no slot is called and ctx
+ * stays the caller's. Refuses (COLL_ERR_INVALID_ARG) a NULL table, a size
+ * too small for the mandatory slots, a version outside
+ * 1..COLL_TRANSPORT_OPS_VERSION, a missing mandatory slot, a NULL out, a
+ * rank outside [0, world). Never blocks. Any thread. */
 COLL_API coll_status_t coll_transport_create(const coll_transport_ops_t *ops,
                                              void *ctx, int rank, int world,
                                              coll_transport_t **out);

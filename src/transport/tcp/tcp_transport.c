@@ -197,8 +197,11 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   for (i = 0; i < o->world; i++) t->conns[i].fd = i == o->rank ? -1 : fds[i];
   COLL_CHECK_GOTO(coll__tcp_loop_start(t), s, fail);
   free(fds);
-  /* From here t belongs to the wrapper, which destroys it on failure. */
-  return coll_transport_create(&tcp_ops, t, o->rank, o->world, out);
+  fds = NULL;
+  /* t belongs to the wrapper only once it was created. */
+  COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out),
+                  s, fail);
+  return COLL_OK;
 fail:
   free(fds);
   tcp_destroy(t);
