@@ -142,8 +142,11 @@ typedef struct coll_comm_config {
   int64_t timeout_ms;
   const char *name;
   coll_abort_handle_t *abort_handle;
+  uint64_t magic; /* COLL_COMM_CONFIG_MAGIC: proof that the INIT macro ran */
 } coll_comm_config_t;
-#define COLL_COMM_CONFIG_INIT {sizeof(coll_comm_config_t), 0, NULL, NULL}
+#define COLL_COMM_CONFIG_MAGIC 0x31474643434c4f43ull /* "COLCCFG1" */
+#define COLL_COMM_CONFIG_INIT \
+  {sizeof(coll_comm_config_t), 0, NULL, NULL, COLL_COMM_CONFIG_MAGIC}
 
 /* ------------------------------------------------------------------------ */
 /* Transports                                                               */
@@ -243,9 +246,12 @@ typedef struct coll_tcp_config {
   const char *auth_token;  /* shared secret checked in every handshake */
   int64_t timeout_ms;      /* rendezvous/connect bound; 0: COLL_TIMEOUT_MS */
   const char *job_id;      /* NULL: derived from master_addr:master_port */
+  uint64_t magic;          /* COLL_TCP_CONFIG_MAGIC, set by the INIT macro */
 } coll_tcp_config_t;
-#define COLL_TCP_CONFIG_INIT \
-  {sizeof(coll_tcp_config_t), -1, 0, NULL, 0, NULL, NULL, 0, NULL}
+#define COLL_TCP_CONFIG_MAGIC 0x31474643504354ull /* "TCPCFG1" */
+#define COLL_TCP_CONFIG_INIT                                              \
+  {sizeof(coll_tcp_config_t), -1, 0, NULL, 0, NULL, NULL, 0, NULL,       \
+   COLL_TCP_CONFIG_MAGIC}
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
  * returns its endpoint. Blocks until every rank arrived or the timeout

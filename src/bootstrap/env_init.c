@@ -132,12 +132,7 @@ coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
   if (out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_init_env: out is NULL");
   *out = NULL;
-  if (cfg != NULL && cfg->size < offsetof(coll_comm_config_t, timeout_ms) +
-                                     sizeof(int64_t))
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "comm_init_env: cfg->size %zu is too small; start from "
-                     "COLL_COMM_CONFIG_INIT",
-                     cfg->size);
+  COLL_CHECK(coll__config_check(cfg, "comm_init_env"));
   s = read_env(&j);
   if (s != COLL_OK) goto out;
   nccl = coll__nccl_env_selected();

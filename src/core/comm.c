@@ -14,6 +14,39 @@ int64_t coll__default_timeout_ms(void) {
   return 300000;
 }
 
+/* Where the magic ends: a config this long or longer must carry it. */
+#define CONFIG_MAGIC_END \
+  (offsetof(coll_comm_config_t, magic) + sizeof(uint64_t))
+
+coll_status_t coll__config_check(const coll_comm_config_t *cfg,
+                                 const char *what) {
+  /* The layouts before the magic existed: {size, timeout_ms}, then with
+   * name, then with abort_handle. A caller built against one of them has
+   * exactly its size; any other size below the magic is not a config. */
+  static const size_t old_sizes[] = {
+      offsetof(coll_comm_config_t, name),
+      offsetof(coll_comm_config_t, abort_handle),
+      offsetof(coll_comm_config_t, magic),
+  };
+  size_t i;
+  if (cfg == NULL) return COLL_OK;
+  if (cfg->size >= CONFIG_MAGIC_END) {
+    if (cfg->magic == COLL_COMM_CONFIG_MAGIC) return COLL_OK;
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: the config was not made with COLL_COMM_CONFIG_INIT "
+                     "(magic %#llx); start from coll_comm_config_t cfg = "
+                     "COLL_COMM_CONFIG_INIT",
+                     what, (unsigned long long)cfg->magic);
+  }
+  for (i = 0; i < sizeof old_sizes / sizeof old_sizes[0]; i++)
+    if (cfg->size == old_sizes[i]) return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "%s: config size %zu is not the size of any "
+                   "coll_comm_config_t; start from coll_comm_config_t cfg = "
+                   "COLL_COMM_CONFIG_INIT",
+                   what, cfg->size);
+}
+
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg) {
   if (cfg == NULL || cfg->size < offsetof(coll_comm_config_t, abort_handle) +
                                      sizeof(coll_abort_handle_t *))
@@ -29,12 +62,8 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   const char *name = NULL;
   coll_abort_handle_t *adopt = NULL;
   int64_t timeout = 0;
+  COLL_CHECK(coll__config_check(cfg, "comm config"));
   if (cfg != NULL) {
-    if (cfg->size < offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t))
-      return coll__err(COLL_ERR_INVALID_ARG,
-                       "comm config: size %zu is too small; start from "
-                       "COLL_COMM_CONFIG_INIT",
-                       cfg->size);
     timeout = cfg->timeout_ms;
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
       name = cfg->name;

@@ -128,6 +128,12 @@ struct coll_comm {
 coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
                              int world, const coll_comm_config_t *cfg,
                              coll_comm_t **out);
+/* Checks a caller's config before anything reads it: NULL is fine; else
+ * it must come from COLL_COMM_CONFIG_INIT of this header (its magic) or of
+ * an older one (its size is exactly that of an older layout). Refuses with
+ * COLL_ERR_INVALID_ARG, "what: ...", naming the macro. */
+coll_status_t coll__config_check(const coll_comm_config_t *cfg,
+                                 const char *what);
 /* cfg's abort handle if the config is large enough to carry one, else NULL. */
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg);
 /* Frees a shell whose backend state is already gone (or was never made). */

@@ -452,6 +452,69 @@ static void comm_args(void) {
   coll_abort_handle_release(NULL);
 }
 
+/* A config whose INIT macro was forgotten: garbage where the macro puts the
+ * size, or the right size but garbage where it puts the magic. Every entry
+ * point that takes a config refuses it, naming the macro; the layouts of
+ * older headers (their exact sizes, no magic) still work. */
+static void forgotten_init(void) {
+  coll_transport_t *ts[1];
+  coll_comm_t *c = NULL;
+  coll_group_t *g = NULL;
+  coll_comm_config_t junk;
+  coll_tcp_config_t tjunk;
+  coll_transport_t *t = NULL;
+  coll_unique_id_t id;
+  int dev = 0;
+  static const size_t old_sizes[] = {offsetof(coll_comm_config_t, name),
+                                     offsetof(coll_comm_config_t, abort_handle),
+                                     offsetof(coll_comm_config_t, magic)};
+  size_t i;
+  memset(&id, 0, sizeof id);
+  memset(&junk, 0xA5, sizeof junk);
+  EXPECT(coll_inproc_create(1, ts), COLL_OK, "");
+  BAD(coll_comm_create(ts[0], &junk, &c), "COLL_COMM_CONFIG_INIT");
+  CHECK(c == NULL);
+  junk.size = sizeof junk;
+  junk.timeout_ms = 1000;
+  EXPECT(coll_inproc_create(1, ts), COLL_OK, "");
+  BAD(coll_comm_create(ts[0], &junk, &c), "COLL_COMM_CONFIG_INIT");
+  junk.size = offsetof(coll_comm_config_t, name) + 1; /* no layout's size */
+  EXPECT(coll_inproc_create(1, ts), COLL_OK, "");
+  BAD(coll_comm_create(ts[0], &junk, &c), "COLL_COMM_CONFIG_INIT");
+  junk.size = sizeof junk;
+  BAD(coll_comm_init_env(&junk, &c), "COLL_COMM_CONFIG_INIT");
+  /* A build without the NCCL backend says so first. */
+  if (coll_unique_id_create(NULL) != COLL_ERR_NOT_AVAILABLE ||
+      strstr(coll_last_error(), "built without") == NULL) {
+    BAD(coll_comm_init_rank(0, 1, &id, &junk, &c), "COLL_COMM_CONFIG_INIT");
+    BAD(coll_group_create_config(&dev, 1, &junk, &g), "COLL_COMM_CONFIG_INIT");
+  }
+  CHECK(c == NULL && g == NULL);
+  /* Older layouts: exact sizes, what lies past them is never read. */
+  for (i = 0; i < sizeof old_sizes / sizeof old_sizes[0]; i++) {
+    memset(&junk, 0xA5, sizeof junk);
+    junk.size = old_sizes[i];
+    junk.timeout_ms = SHORT_TIMEOUT_MS;
+    if (old_sizes[i] > offsetof(coll_comm_config_t, name)) junk.name = "old";
+    if (old_sizes[i] > offsetof(coll_comm_config_t, abort_handle))
+      junk.abort_handle = NULL;
+    EXPECT(coll_inproc_create(1, ts), COLL_OK, "");
+    EXPECT(coll_comm_create(ts[0], &junk, &c), COLL_OK, "");
+    EXPECT(coll_comm_destroy(c), COLL_OK, "");
+    c = NULL;
+  }
+  /* The TCP config: refused before any rendezvous. */
+  memset(&tjunk, 0xA5, sizeof tjunk);
+  BAD(coll_tcp_create(&tjunk, &t), "COLL_TCP_CONFIG_INIT");
+  tjunk.size = sizeof tjunk;
+  tjunk.rank = 0;
+  tjunk.world = 1;
+  tjunk.master_addr = "127.0.0.1";
+  tjunk.master_port = 29999;
+  BAD(coll_tcp_create(&tjunk, &t), "COLL_TCP_CONFIG_INIT");
+  CHECK(t == NULL);
+}
+
 /* NCCL entry points on a machine without NCCL or a GPU, and the TCP and
  * environment bootstraps with arguments they must refuse before any I/O. */
 static void backend_args(void) {
@@ -519,6 +582,7 @@ static void handles_rank(int rank, int world, void *arg) {
   (void)rank, (void)world, (void)arg;
   transport_args();
   comm_args();
+  forgotten_init();
   backend_args();
 }
 
