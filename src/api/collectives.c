@@ -49,33 +49,13 @@ coll_status_t coll_iallreduce(coll_comm_t *c, const void *send, void *recv,
   return allreduce(c, send, recv, count, dt, op, stream, req);
 }
 
-static coll_status_t check_bufs(const char *what, coll_comm_t *c,
-                                const coll_buffer_t *bufs, size_t nbufs) {
-  size_t i;
-  COLL_CHECK(coll__check_comm(what, c));
-  if (bufs == NULL && nbufs > 0)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs is NULL (nbufs %zu)",
-                     what, nbufs);
-  for (i = 0; i < nbufs; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "bufs[%zu]", i);
-    if ((unsigned)bufs[i].dtype >= COLL_DTYPE_COUNT)
-      return coll__err(COLL_ERR_INVALID_ARG, "%s: %s has invalid dtype %d",
-                       what, name, (int)bufs[i].dtype);
-    COLL_CHECK(coll__check_count(what, bufs[i].count, 1, bufs[i].dtype));
-    COLL_CHECK(coll__check_buf(what, c, name, bufs[i].data,
-                               bufs[i].count * coll_dtype_size(bufs[i].dtype)));
-  }
-  return COLL_OK;
-}
-
 static coll_status_t batch(coll_comm_t *c, const coll_buffer_t *bufs,
                            size_t nbufs, coll_op_t op, void *stream,
                            coll_request_t **req) {
   const char *what = "allreduce_batch";
   coll_work_t w;
   coll__err_clear();
-  COLL_CHECK(check_bufs(what, c, bufs, nbufs));
+  COLL_CHECK(coll__check_batch(what, c, bufs, nbufs));
   COLL_CHECK(coll__check_op(what, op));
   w = (coll_work_t){.kind = COLL_WORK_ALLREDUCE,
                    .op = op,
@@ -103,7 +83,7 @@ static coll_status_t premul(coll_comm_t *c, const coll_buffer_t *bufs,
   const char *what = "allreduce_premul_sum";
   coll_work_t w;
   coll__err_clear();
-  COLL_CHECK(check_bufs(what, c, bufs, nbufs));
+  COLL_CHECK(coll__check_batch(what, c, bufs, nbufs));
   if (!isfinite(factor))
     return coll__err(COLL_ERR_INVALID_ARG, "%s: factor %g is not finite",
                      what, (double)factor);

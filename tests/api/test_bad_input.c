@@ -161,6 +161,32 @@ static void batch_args(coll_comm_t *c) {
   BAD(coll_allreduce_batch(c, bufs, 2, COLL_OP_COUNT, NULL), "allreduce_batch");
   BAD(coll_iallreduce_batch(c, bufs, 2, COLL_SUM, NULL, NULL),
       "iallreduce_batch");
+  /* Buffers that share bytes would be reduced twice: refused, for the
+   * pairwise check of small batches and the sorted one of large ones. */
+  {
+    coll_buffer_t ov[2] = {{a, 4, COLL_F32}, {a + 3, 4, COLL_F32}};
+    coll_buffer_t same[2] = {{a, 4, COLL_F32}, {a, 4, COLL_F32}};
+    coll_buffer_t inside[2] = {{a, 8, COLL_F32}, {(char *)a + 5, 1, COLL_U8}};
+    coll_buffer_t many[40];
+    coll_buffer_t sum[2] = {{a, SIZE_MAX / 4 / 2, COLL_F32},
+                            {b, SIZE_MAX / 4 / 2, COLL_F32}};
+    int k;
+    BAD(coll_allreduce_batch(c, ov, 2, COLL_SUM, NULL), "overlap");
+    BAD(coll_allreduce_batch(c, same, 2, COLL_SUM, NULL),
+        "bufs[0] and bufs[1]");
+    BAD(coll_allreduce_batch(c, inside, 2, COLL_SUM, NULL), "overlap");
+    BAD(coll_allreduce_premul_sum(c, ov, 2, 1.0f, NULL), "overlap");
+    for (k = 0; k < 40; k++) {
+      many[k].data = a + k; /* one element each: adjacent, disjoint */
+      many[k].count = 1;
+      many[k].dtype = COLL_F32;
+    }
+    many[31].count = 2; /* reaches into many[32] */
+    BAD(coll_allreduce_batch(c, many, 40, COLL_SUM, NULL),
+        "bufs[31] and bufs[32]");
+    /* Each buffer fits the address space; together they do not. */
+    BAD(coll_allreduce_batch(c, sum, 2, COLL_SUM, NULL), "in all");
+  }
 
   /* allreduce_premul_sum */
   BAD(coll_allreduce_premul_sum(NULL, bufs, 2, 1.0f, NULL), "premul");
