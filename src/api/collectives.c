@@ -61,7 +61,8 @@ static coll_status_t batch(coll_comm_t *c, const coll_buffer_t *bufs,
                    .op = op,
                    .nbufs = nbufs,
                    .bufs = (coll_buffer_t *)bufs,
-                   .stream = stream};
+                   .stream = stream,
+                   .batch = 1};
   return coll__issue(c, &w, req);
 }
 

@@ -53,7 +53,11 @@ typedef struct coll_work {
   size_t nbufs;
   coll_buffer_t *bufs;
   coll_buffer_t inline_bufs[COLL_WORK_INLINE_BUFS];
+  int batch; /* allreduce_batch (also with no buffers): named as such */
 } coll_work_t;
+
+/* The name a user called: "allreduce_batch" for a batch, else the kind's. */
+const char *coll__work_what(const coll_work_t *w);
 
 /* Deep copy for queueing (bufs array); free releases what dup allocated. */
 coll_status_t coll__work_dup(coll_work_t *dst, const coll_work_t *src);
