@@ -39,6 +39,10 @@ static coll_status_t check_config(const coll_tcp_config_t *cfg) {
   if (cfg->world < 1)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "tcp_create: world %d; it must be at least 1", cfg->world);
+  if (coll__env_timeout_check() != COLL_OK) {
+    coll__err_prefix("tcp_create");
+    return COLL_ERR_INVALID_ARG;
+  }
   if (cfg->rank < 0 || cfg->rank >= cfg->world)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "tcp_create: rank %d is out of range for world %d "

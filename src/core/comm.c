@@ -10,8 +10,18 @@
 
 int64_t coll__default_timeout_ms(void) {
   int64_t v;
-  if (coll__env_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
+  /* Quiet: an invalid value was refused when the comm was made. */
+  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
   return 300000;
+}
+
+coll_status_t coll__env_timeout_check(void) {
+  int64_t v;
+  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) >= 0) return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "COLL_TIMEOUT_MS='%s' is not a number of milliseconds "
+                   "(0 or unset: the default 300000; < 0: no bound)",
+                   coll__env(COLL_ENV_TIMEOUT_MS));
 }
 
 /* Where the magic ends: a config this long or longer must carry it. */
@@ -63,6 +73,7 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   coll_abort_handle_t *adopt = NULL;
   int64_t timeout = 0;
   COLL_CHECK(coll__config_check(cfg, "comm config"));
+  COLL_CHECK(coll__env_timeout_check());
   if (cfg != NULL) {
     timeout = cfg->timeout_ms;
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))

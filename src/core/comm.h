@@ -158,7 +158,14 @@ void coll__abort_locked(coll_abort_handle_t *h);
 
 /* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
 int64_t coll__default_timeout_ms(void);
+/* COLL_OK, or COLL_ERR_INVALID_ARG naming COLL_TIMEOUT_MS when it is set to
+ * something other than a number. Every comm constructor calls it first, so
+ * a typo is an error at creation, not a silent default. */
+coll_status_t coll__env_timeout_check(void);
 
+/* COLL_OK, or COLL_ERR_INVALID_ARG naming a CPU-backend variable
+ * (COLL_ALGO) whose value is not one it knows (src/cpu). */
+coll_status_t coll__cpu_env_check(void);
 /* The CPU ring backend over a transport (src/cpu). Takes t in all cases. */
 coll_status_t coll__cpu_comm_create(coll_transport_t *t,
                                     const coll_comm_config_t *cfg,

@@ -153,6 +153,10 @@ COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
     return coll__err(COLL_ERR_INVALID_ARG,
                      "group_create: the device list is empty (ndev %d)", ndev);
   COLL_CHECK(coll__config_check(cfg, "group_create"));
+  if (coll__env_timeout_check() != COLL_OK) {
+    coll__err_prefix("group_create");
+    return COLL_ERR_INVALID_ARG;
+  }
   COLL_CHECK(coll__nccl_ready("group_create", &t));
   COLL_CHECK(check_devices(t, devices, ndev));
   g = calloc(1, sizeof *g);
