@@ -16,6 +16,7 @@ coll_status_t coll__abort_handle_new(coll_abort_handle_t **out) {
   atomic_init(&h->claimed, 0);
   atomic_init(&h->bound, 0);
   atomic_init(&h->adopted, 0);
+  atomic_init(&h->retired, 0);
   h->children = NULL;
   h->nchildren = 0;
   h->comm = NULL;
@@ -100,6 +101,11 @@ coll_status_t coll_abort(coll_abort_handle_t *h) {
   coll_abort_handle_t **kids = NULL;
   int nkids = 0, i;
   uv_mutex_lock(&h->guard);
+  if (atomic_load(&h->retired)) {
+    /* Its comm is gone: nothing to abort, nothing to record. */
+    uv_mutex_unlock(&h->guard);
+    return COLL_OK;
+  }
   coll__abort_locked(h);
   if (h->nchildren > 0 &&
       (kids = malloc((size_t)h->nchildren * sizeof *kids)) != NULL) {

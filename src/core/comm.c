@@ -151,6 +151,7 @@ coll_status_t coll_comm_destroy(coll_comm_t *c) {
    * comm is a no-op, so nothing races the backend's destroy. */
   uv_mutex_lock(&h->guard);
   h->comm = NULL;
+  atomic_store(&h->retired, 1);
   aborted = atomic_exchange(&h->claimed, 1);
   uv_mutex_unlock(&h->guard);
   s = c->ops->destroy(c, aborted);

@@ -111,6 +111,10 @@ struct coll_abort_handle {
   atomic_int claimed; /* teardown claim: 1 once abort or destroy took it */
   atomic_int bound;   /* 1 once a comm, a group or an init claimed it */
   atomic_int adopted; /* 1 once a comm made it its own */
+  /* 1 once its comm was destroyed (set under the guard): coll_abort is
+   * then a no-op and coll_is_aborted keeps what it was. A handle that
+   * never had a comm is not retired, so a watchdog can still mark it. */
+  atomic_int retired;
   /* A group's handle aborts the handles of its comms too (guarded; each
    * holds a reference, released with the handle). */
   coll_abort_handle_t **children;
