@@ -346,13 +346,19 @@ COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send,
                                    coll_op_t op, int root, void *stream);
 COLL_API coll_status_t coll_barrier(coll_comm_t *c);
 /* Tagged point-to-point; tag < COLL_TAG_RESERVED (NCCL comms: 0 only).
- * Messages between a pair on one tag arrive in order. A send may wait until
- * the receive is posted. */
+ * Messages between a pair on one tag arrive in order; different tags are
+ * independent. peer must be another rank: sending to or receiving from
+ * oneself is COLL_ERR_INVALID_ARG on every comm (a blocking send to self
+ * could never complete where a send waits for its receive). A send may
+ * wait until the receive is posted. */
 COLL_API coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag);
-/* *received (may be NULL) is the element count that arrived; a message longer
- * than count is COLL_ERR_LENGTH_MISMATCH and never overflows buf (NCCL
- * comms: the counts must match, and *received is count). */
+/* *received (may be NULL) is the element count that arrived, written only
+ * when the call returns COLL_OK; after any failure it is left as it was. A
+ * message longer than count is COLL_ERR_LENGTH_MISMATCH: it is consumed,
+ * never written past count (a prefix may be), and the comm stays usable;
+ * a message that is not a whole number of elements of dt is a mismatch
+ * too. NCCL comms: the counts must match, and *received is count. */
 COLL_API coll_status_t coll_recv(coll_comm_t *c, void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag,
                                  size_t *received);
