@@ -7,11 +7,13 @@
 
 #include "api/api.h"
 
-/* The i-forms need a request pointer; the blocking forms pass NULL. */
+/* The i-forms need a request pointer; the blocking forms pass NULL. It
+ * reads NULL until a request was issued, so a failed call leaves none. */
 #define CHECK_REQ(what, req)                                               \
   do {                                                                     \
     if ((req) == NULL)                                                     \
       return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what);     \
+    *(req) = NULL;                                                         \
   } while (0)
 
 static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,

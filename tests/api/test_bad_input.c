@@ -144,6 +144,20 @@ static void allreduce_args(coll_comm_t *c) {
       "allreduce");
   BAD(coll_iallreduce(c, a, a + 2, 4, COLL_F32, COLL_SUM, NULL, &req),
       "allreduce");
+  /* A refused nonblocking call leaves no request behind. */
+  req = (coll_request_t *)a;
+  BAD(coll_iallreduce(c, a, b, 4, COLL_DTYPE_COUNT, COLL_SUM, NULL, &req),
+      "allreduce");
+  CHECK(req == NULL);
+  req = (coll_request_t *)a;
+  BAD(coll_isend(c, a, 4, COLL_I32, 7, 0, &req), "send");
+  CHECK(req == NULL);
+  req = (coll_request_t *)a;
+  BAD(coll_irecv(c, a, 4, COLL_I32, 0, 0, NULL, &req), "recv");
+  CHECK(req == NULL);
+  req = (coll_request_t *)a;
+  BAD(coll_ibarrier(NULL, &req), "barrier");
+  CHECK(req == NULL);
 }
 
 static void batch_args(coll_comm_t *c) {
