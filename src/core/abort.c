@@ -43,6 +43,7 @@ coll_status_t coll_abort_handle_create(coll_abort_handle_t **out) {
   coll__err_clear();
   if (out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "abort_handle_create: out is NULL");
+  *out = NULL;
   return coll__abort_handle_new(out);
 }
 
@@ -83,6 +84,7 @@ void coll__abort_locked(coll_abort_handle_t *h) {
 
 coll_status_t coll_comm_abort_handle(coll_comm_t *c, coll_abort_handle_t **out) {
   coll__err_clear();
+  if (out != NULL) *out = NULL;
   if (c == NULL || out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_abort_handle: %s is NULL",
                      c == NULL ? "comm" : "out");

@@ -195,6 +195,7 @@ done:
 COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
                                                coll_abort_handle_t **out) {
   coll__err_clear();
+  if (out != NULL) *out = NULL;
   if (g == NULL || out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "group_abort_handle: %s is NULL",
                      g == NULL ? "group" : "out");
