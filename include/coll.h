@@ -19,10 +19,10 @@
  * Ownership. Handles (comms, requests, transports, groups, abort handles)
  * are made by libcoll, returned through an out-parameter, and freed by the
  * one function named for them; such an out-parameter is NULL after a
- * failed call. What the caller passes in (buffers, configs, names, buffer lists)
- * stays the caller's: libcoll copies what it keeps beyond the call, except
- * the data buffers of a nonblocking call, which it uses until coll_wait()
- * on that request returned, whatever it returned.
+ * failed call. What the caller passes in (buffers, configs, names, buffer
+ * lists) stays the caller's: libcoll copies what it keeps beyond the call,
+ * except the data buffers of a nonblocking call, which it uses until
+ * coll_wait() on that request returned, whatever it returned.
  *
  * Destroy always frees. coll_comm_destroy, coll_group_destroy,
  * coll_transport_destroy, coll_abort_handle_release and coll_wait free
