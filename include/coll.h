@@ -1,5 +1,72 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* coll.h: the public API of libcoll, collective communication for training. */
+/* coll.h: the public API of libcoll, collective communication for training.
+ *
+ * How to read this header. Each function's comment says what it does, who
+ * owns what afterwards, whether and how long it blocks, which statuses it
+ * returns and, last, which threads may call it. Rules that hold for every
+ * function are stated once, here.
+ *
+ * Statuses. A function returning coll_status_t returns COLL_OK or a
+ * failure, and on a failure records a sentence (what, where, which peer)
+ * that coll_last_error() returns on the same thread. COLL_ERR_INVALID_ARG
+ * (a bad argument, config or environment variable) and
+ * COLL_ERR_UNSUPPORTED (not on this backend) mean the call was refused
+ * before it did anything: nothing was issued, allocated or taken over,
+ * unless the function says it takes an argument also on failure. Where a
+ * function allocates, creates threads or locks, COLL_ERR_NO_MEMORY and
+ * COLL_ERR_SYSTEM are possible too and are not listed each time.
+ *
+ * Ownership. Handles (comms, requests, transports, groups, abort handles)
+ * are made by libcoll, returned through an out-parameter, and freed by the
+ * one function named for them; such an out-parameter is NULL after a
+ * failed call. What the caller passes in (buffers, configs, names, buffer
+ * lists) stays the caller's: libcoll copies what it keeps beyond the call,
+ * except the data buffers of a nonblocking call, which it uses until
+ * coll_wait() on that request returned, whatever it returned.
+ *
+ * Destroy always frees. coll_comm_destroy, coll_group_destroy,
+ * coll_transport_destroy, coll_abort_handle_release and coll_wait free
+ * their object whatever state it is in (failed, aborted, with work in
+ * flight) and whatever they return: a status other than COLL_OK only
+ * reports a failure met on the way. NULL is a no-op.
+ *
+ * Threads. "Any thread": at any time, also concurrently with any other
+ * call. "One thread per comm": calls on one comm (its collectives,
+ * point-to-point and requests) come from one thread at a time, which may
+ * change from call to call; different comms may be used from different
+ * threads at once. Abort handles are the exception that makes a stuck comm
+ * recoverable: any thread, any time.
+ *
+ * Blocking. "Never blocks": returns without waiting for peers, the network
+ * or the GPU (it may take a lock briefly). Calls that wait say for what;
+ * on a comm every wait is bounded by the comm's timeout (coll_comm_config_t
+ * timeout_ms, COLL_TIMEOUT_MS, default 300 s) and ended at once by
+ * coll_abort() on the comm's handle.
+ *
+ * Sticky failures. A failure that may have left the ranks' message streams
+ * out of step breaks the comm for good: COLL_ERR_ABORTED, TIMEOUT,
+ * PEER_LOST, PROTOCOL, SYSTEM and INTERNAL always, BACKEND on NCCL comms,
+ * and any failure in the middle of a collective's data exchange. The comm
+ * then aborts itself (its peers learn at once instead of at their
+ * timeout) and every later call on it returns the same status, with the
+ * first failure's text. Refused arguments (INVALID_ARG, UNSUPPORTED)
+ * and a COLL_ERR_LENGTH_MISMATCH found by the descriptor agreement or by a
+ * receive do not stick: the comm keeps working. A broken comm is still
+ * destroyed with coll_comm_destroy().
+ *
+ * Compatibility. While the major version is 0 the library is libcoll.so.0
+ * and promises this: a program built against an older 0.x header runs with
+ * a newer 0.x library. Exported functions keep their signatures and
+ * meaning; enum values keep their numbers (new ones may be added); the
+ * caller-filled structs (coll_comm_config_t, coll_tcp_config_t,
+ * coll_transport_ops_t) grow only at the end and are read no further than
+ * their `size` says; a transport table keeps the rules of the
+ * COLL_TRANSPORT_OPS_VERSION it was built for. coll_buffer_t is passed as
+ * an array element (coll_allreduce_batch), so its size is part of the ABI
+ * and never changes: a new per-buffer attribute would come as a new type
+ * with new functions. Opaque handles may change at will. Before 1.0 the
+ * source API may still change (a name, a macro), said in the release
+ * notes; anything that would break built programs gets a new soname. */
 #ifndef COLL_H
 #define COLL_H
 
@@ -27,12 +94,13 @@ extern "C" {
   (COLL_VERSION_MAJOR * 10000 + COLL_VERSION_MINOR * 100 + COLL_VERSION_PATCH)
 
 /* The version of the library that is loaded: MAJOR*10000+MINOR*100+PATCH.
- * Compare with COLL_VERSION to detect a header/library skew. Any thread. */
+ * Compare with COLL_VERSION to detect a header/library skew. Never blocks.
+ * Any thread. */
 COLL_API int coll_version(void);
 
 /* The environment variables libcoll reads, for tools that list them:
- * i in [0, coll_env_count()); static strings, NULL for i out of range.
- * Any thread. */
+ * i in [0, coll_env_count()); static strings (never freed), NULL for i out
+ * of range. Never blocks. Any thread. */
 COLL_API int coll_env_count(void);
 COLL_API const char *coll_env_name(int i);
 COLL_API const char *coll_env_meaning(int i);
@@ -63,13 +131,18 @@ typedef enum coll_status {
 #undef COLL_STATUS_ENUM_
 } coll_status_t;
 
-/* A static sentence for a status ("peer lost"); never NULL. Any thread. */
+/* A static sentence for a status ("peer lost"); never NULL, "unknown
+ * status" for a value not in the list. Any thread. */
 COLL_API const char *coll_strerror(coll_status_t s);
 /* The enum name without prefix ("ERR_PEER_LOST"); never NULL. Any thread. */
 COLL_API const char *coll_status_name(coll_status_t s);
 /* This thread's detailed text for its last failed call, e.g.
- * "allreduce: rank 3 lost: connection reset by peer". Empty if none. The
- * pointer stays valid until this thread's next libcoll call. Any thread. */
+ * "allreduce: rank 3 lost: connection reset by peer". Read it right after
+ * the call that failed; after one that succeeded it is usually empty but
+ * means nothing. The text is per thread: a failure on one thread never
+ * shows on another. The pointer (this thread's buffer, never NULL) stays
+ * valid, and the text unchanged, until this thread's next libcoll call;
+ * copy it to keep it. Any thread. */
 COLL_API const char *coll_last_error(void);
 
 /* ------------------------------------------------------------------------ */
@@ -104,7 +177,9 @@ COLL_API const char *coll_dtype_name(coll_dtype_t dt);
 /* "sum", "avg", ...; "invalid" for an invalid value. Any thread. */
 COLL_API const char *coll_op_name(coll_op_t op);
 
-/* A buffer of `count` elements of `dtype` at `data` (host or device). */
+/* A buffer of `count` elements of `dtype` at `data` (host or device),
+ * passed in arrays to the batched calls. Its layout is frozen for
+ * libcoll.so.0: as an array element it can never grow. */
 typedef struct coll_buffer {
   void *data;
   size_t count;
@@ -125,7 +200,13 @@ typedef struct coll_group coll_group_t;               /* NCCL: many GPUs */
 /* Communicator configuration                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Caller-filled; start from COLL_COMM_CONFIG_INIT. New fields only at the end.
+/* Caller-filled; always start from the macro:
+ *   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+ * It sets `size` (which fields this caller knows) and `magic`; a config
+ * without them (the macro forgotten) is refused with COLL_ERR_INVALID_ARG
+ * naming COLL_COMM_CONFIG_INIT. New fields only at the end, after magic.
+ * libcoll reads the config during the call and keeps nothing of it but
+ * copies (the name) and the abort handle's reference. The fields:
  *  timeout_ms:   bound on every wait of a collective on this comm, and on
  *                the comm's creation where it waits for peers (NCCL init);
  *                0 takes COLL_TIMEOUT_MS or the default (300000); < 0
@@ -142,8 +223,11 @@ typedef struct coll_comm_config {
   int64_t timeout_ms;
   const char *name;
   coll_abort_handle_t *abort_handle;
+  uint64_t magic; /* COLL_COMM_CONFIG_MAGIC: proof that the INIT macro ran */
 } coll_comm_config_t;
-#define COLL_COMM_CONFIG_INIT {sizeof(coll_comm_config_t), 0, NULL, NULL}
+#define COLL_COMM_CONFIG_MAGIC 0x31474643434c4f43ull /* "COLCCFG1" */
+#define COLL_COMM_CONFIG_INIT \
+  {sizeof(coll_comm_config_t), 0, NULL, NULL, COLL_COMM_CONFIG_MAGIC}
 
 /* ------------------------------------------------------------------------ */
 /* Transports                                                               */
@@ -153,37 +237,120 @@ typedef struct coll_comm_config {
  * point-to-point tags must be below it. */
 #define COLL_TAG_RESERVED 0x80000000u
 
-/* The vtable a third party implements to carry libcoll over its own fabric.
+/* The vtable a third party implements to carry libcoll over its own fabric
+ * (the in-process and TCP transports are built on it too). Fill it with
+ * designated initializers, one table per provider:
+ *   static const coll_transport_ops_t my_ops = {
+ *       .size = sizeof(coll_transport_ops_t),
+ *       .version = COLL_TRANSPORT_OPS_VERSION,
+ *       .name = "myfabric",
+ *       .isend = my_isend, .irecv = my_irecv, .wait = my_wait,
+ *       .abort = my_abort, .destroy = my_destroy};
  * `size` is sizeof(coll_transport_ops_t) as the provider compiled it, so a
  * provider built against an older header keeps working: a slot is used only
- * if `size` says it is there. Mandatory slots: isend, irecv, wait, abort,
- * destroy. Optional: barrier (libcoll builds one on send/recv otherwise).
+ * if `size` says it is there. `version` is the revision of the rules below
+ * that the provider follows; coll_transport_create refuses 0 (never set)
+ * and revisions newer than the library, and a later libcoll that changes a
+ * rule keeps the old one for tables of an older version. `name` shows in
+ * logs and errors; it is copied. Mandatory slots: isend, irecv, wait,
+ * abort, destroy. Optional: barrier (libcoll builds one on send/recv
+ * otherwise). `ctx` is one rank's endpoint state, passed to every slot.
  *
- * Semantics libcoll relies on:
- *  - Messages between one (source, tag) pair and one receiver arrive in the
- *    order they were sent (FIFO per pair and tag), and match receives posted
- *    for that (source, tag) in posting order.
- *  - isend/irecv never block for long; they return a request that `wait`
- *    completes. The buffer belongs to the transport until then. A send may
- *    complete before or only after the receive is posted.
- *  - wait(req, timeout_ms, &len): timeout_ms < 0 waits forever. COLL_OK
- *    completes and frees the request; for a receive *len is the length that
- *    arrived. A message longer than the receive buffer is never written past
- *    it: wait returns COLL_ERR_LENGTH_MISMATCH with *len = the length sent.
- *    COLL_ERR_TIMEOUT leaves the request pending (wait may be called again);
- *    any other status completes and frees it.
- *  - abort: any thread, idempotent. Every pending and later request fails with
- *    COLL_ERR_ABORTED; after abort returns, the transport never touches a
- *    caller's buffer again. It must not block on peers.
- *  - destroy: frees everything; called once, after every request was waited.
- * Failures should record a sentence with coll_set_last_error(). isend,
- * irecv and wait may be called from two threads of one endpoint at once (the
- * comm's collective thread and a user's point-to-point calls), on different
- * requests; abort from any thread; destroy from one thread, last. */
+ * The rules (version 1).
+ *
+ * Matching.
+ *  - isend(ctx, peer, tag, buf, len, &req) sends len bytes to rank peer;
+ *    irecv(ctx, peer, tag, buf, cap, &req) receives from rank peer into at
+ *    most cap bytes. A message matches the oldest receive posted for its
+ *    (source, tag); messages from one source on one tag arrive in the
+ *    order they were sent.
+ *  - Tags are independent: there is no order across tags, and a message
+ *    not yet received on one tag must never hold back messages on another
+ *    (buffer it, or read past it). libcoll runs point-to-point and
+ *    collectives between the same two ranks at once, on different tags.
+ *  - A zero-length message (len 0; buf may then be NULL) is a message like
+ *    any other: it matches, completes and keeps its place in order.
+ *  - libcoll never sends to or receives from its own rank; a transport may
+ *    refuse peer == its rank with COLL_ERR_INVALID_ARG (the built-in ones
+ *    accept it).
+ *  - A send may complete before its receive is posted (buffered) or only
+ *    once it is; libcoll relies on neither.
+ *  - A message longer than the receive's cap completes the receive with
+ *    COLL_ERR_LENGTH_MISMATCH and *len = the length sent. The message is
+ *    consumed (the next one on the tag is unaffected) and the send
+ *    completes with COLL_OK. Nothing is written past cap, but a prefix of
+ *    up to cap bytes may be (a streaming transport learns the length
+ *    late): the buffer's contents are unspecified.
+ *
+ * Posting and waiting.
+ *  - isend and irecv never wait for a peer: they post, set *req to a handle
+ *    of the transport's choosing and return COLL_OK; `wait` completes it.
+ *    On failure nothing is posted and *req is not used. The buffer is the
+ *    transport's until the request completed.
+ *  - wait(ctx, req, timeout_ms, len): timeout_ms > 0 bounds the wait, 0
+ *    polls (checks, may move data, never sleeps), < 0 waits without bound.
+ *    COLL_ERR_TIMEOUT leaves the request pending and *len untouched; any
+ *    other status completes and frees it. On COLL_OK *len is the bytes that
+ *    arrived (receive) or the bytes sent, its len (send); on another
+ *    failure it is unspecified. libcoll always passes a valid len (the
+ *    built-in transports also accept NULL).
+ *  - Progress: a transport need not have a thread of its own; it may move
+ *    data only inside its slots. But while any wait of an endpoint runs,
+ *    every pending request of that endpoint must move, not only the one
+ *    waited for: libcoll waits for a receive while its own send to that
+ *    peer is still pending, and two ranks doing so wait for each other's
+ *    sends. A request nobody waits for may stall until some wait runs.
+ *  - Order of waits: libcoll waits requests in any order, not the order it
+ *    posted them, and waits each until it completed (one wait that returns
+ *    a status other than COLL_ERR_TIMEOUT) before destroy. After a
+ *    COLL_ERR_TIMEOUT it either waits again or calls abort and then waits
+ *    again, which must return at once.
+ *
+ * Failures.
+ *  - Every slot that fails records a sentence with coll_set_last_error() on
+ *    the thread that called the slot, before it returns the status:
+ *    libcoll reads coll_last_error() on that thread as soon as the slot
+ *    returns. The text is thread-local, so text recorded on a transport's
+ *    own threads is never seen: a failure found in the background is kept
+ *    with its request and recorded by the wait that reports it.
+ *  - Statuses: isend/irecv return INVALID_ARG, NO_MEMORY, ABORTED,
+ *    PEER_LOST, PROTOCOL or SYSTEM; wait returns those, TIMEOUT, and
+ *    LENGTH_MISMATCH. TIMEOUT only means "not yet" (at the comm's deadline
+ *    libcoll aborts the transport); a user's receive that gets
+ *    LENGTH_MISMATCH leaves the comm working; any other failure ends the
+ *    comm, and libcoll aborts the transport.
+ *  - A lost peer (its process died, its link broke, it destroyed its
+ *    endpoint) is COLL_ERR_PEER_LOST with a text naming the rank, from
+ *    every pending and later request that involves it, promptly rather
+ *    than at the timeout. Failing other peers' requests too is allowed.
+ *    COLL_ERR_PROTOCOL is a peer that sent something malformed.
+ *  - abort(ctx) must not block on peers and may run more than once. Every
+ *    pending request then completes at once with COLL_ERR_ABORTED, and
+ *    later isend/irecv fail at once with COLL_ERR_ABORTED, posting nothing.
+ *    Once abort returns, the transport never touches a caller's buffer
+ *    again. Peers should see this rank as lost.
+ *  - destroy(ctx) frees everything. It may come without abort; it should
+ *    tell the peers this rank left (they report COLL_ERR_PEER_LOST) but
+ *    must not wait long for them.
+ *
+ * Threads.
+ *  - isend, irecv and wait may be called from two threads of one endpoint
+ *    at once, on different requests (a comm's worker running a collective
+ *    while the user's thread runs point-to-point).
+ *  - A request may be waited on another thread than the one that posted
+ *    it, but never by two threads at once.
+ *  - abort: any thread, at any time before destroy, also while other
+ *    threads are inside isend, irecv or wait. destroy: once, from one
+ *    thread, after every request was waited, never concurrently with
+ *    another slot.
+ *  - barrier(ctx, timeout_ms), if present: returns once every rank of the
+ *    transport called it, with wait's meaning of timeout_ms and statuses;
+ *    one thread at a time per endpoint, possibly while the other thread
+ *    has point-to-point requests pending. */
 typedef struct coll_transport_ops {
   size_t size;
   uint32_t version; /* COLL_TRANSPORT_OPS_VERSION the provider was built for */
-  const char *name; /* "tcp", "inproc", ... */
+  const char *name; /* "tcp", "inproc", ...; copied by create, may be NULL */
   coll_status_t (*isend)(void *ctx, int peer, uint32_t tag, const void *buf,
                          size_t len, void **req);
   coll_status_t (*irecv)(void *ctx, int peer, uint32_t tag, void *buf,
@@ -197,21 +364,29 @@ typedef struct coll_transport_ops {
 #define COLL_TRANSPORT_OPS_VERSION 1
 
 /* Wraps a third party's vtable into a transport endpoint for `rank` of
- * `world`. The ops table is copied; `ctx` is owned by the transport from now
- * on (ops->destroy(ctx) is called when the transport is destroyed, also when
- * this call fails after validating ops). Refuses a table with a missing
- * mandatory slot or a size too small for them. Any thread. */
+ * `world`. The ops table and its name are copied. `ctx` becomes the
+ * transport's only when this returns COLL_OK (ops->destroy(ctx) runs when
+ * the transport is destroyed); on any failure no slot is called and ctx
+ * stays the caller's. Refuses (COLL_ERR_INVALID_ARG) a NULL table, a size
+ * too small for the mandatory slots, a version outside
+ * 1..COLL_TRANSPORT_OPS_VERSION, a missing mandatory slot, a NULL out, a
+ * rank outside [0, world). Never blocks. Any thread. */
 COLL_API coll_status_t coll_transport_create(const coll_transport_ops_t *ops,
                                              void *ctx, int rank, int world,
                                              coll_transport_t **out);
-/* Destroys a transport that was not handed to a comm. Any thread. */
+/* Destroys a transport that was not handed to a comm: its provider's
+ * destroy runs (for TCP: a goodbye to the peers, at most about a second).
+ * NULL is a no-op. The transport's only user, once. */
 COLL_API void coll_transport_destroy(coll_transport_t *t);
+/* The endpoint's rank and world size; -1 for NULL. Any thread. */
 COLL_API int coll_transport_rank(const coll_transport_t *t);
 COLL_API int coll_transport_size(const coll_transport_t *t);
 
-/* For transport providers: records `fmt` as this thread's coll_last_error()
- * text and returns `s`, so a provider can write `return coll_set_last_error(
- * COLL_ERR_PEER_LOST, "rank %d lost: %s", peer, why);`. Any thread. */
+/* For transport providers: records `fmt` as the calling thread's
+ * coll_last_error() text and returns `s`, so a slot can end with `return
+ * coll_set_last_error(COLL_ERR_PEER_LOST, "rank %d lost: %s", peer, why);`.
+ * Call it on the thread that runs the slot (see the rules above). Never
+ * blocks. Any thread. */
 COLL_API coll_status_t coll_set_last_error(coll_status_t s, const char *fmt,
                                            ...)
 #if defined(__GNUC__)
@@ -219,16 +394,21 @@ COLL_API coll_status_t coll_set_last_error(coll_status_t s, const char *fmt,
 #endif
     ;
 
-/* In-process transport: `world` endpoints of one process, one per rank
- * thread, written to out[0..world-1]. A message whose receive is posted is
- * copied once, straight from the sender's buffer into the receiver's. Each
- * endpoint is handed to a comm (or destroyed) independently. Any thread. */
+/* In-process transport: `world` (1..4096) endpoints of one process, one
+ * per rank thread, written to out[0..world-1] (all NULL on failure when
+ * world was in range; nothing is left behind). A message is copied once,
+ * straight from the sender's buffer into the receiver's, so a send
+ * completes only once its receive is posted. Each endpoint is handed to a
+ * comm (or destroyed) independently; the shared state goes with the last
+ * one. Never blocks. Any thread. */
 COLL_API coll_status_t coll_inproc_create(int world, coll_transport_t **out);
 
 /* TCP transport (libuv): one process per rank, ranks meet through a
- * key/value store that rank 0 serves on master_addr:master_port.
- * Start from COLL_TCP_CONFIG_INIT; NULL strings take the environment
- * (COLL_SOCKET_IFNAME, COLL_AUTH_TOKEN) or the defaults. */
+ * key/value store that rank 0 serves on master_addr:master_port. Always
+ * start from the macro (coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT): a
+ * config without its size and magic is refused naming it. NULL strings
+ * take the environment (COLL_SOCKET_IFNAME, COLL_AUTH_TOKEN) or the
+ * defaults; the strings are read during coll_tcp_create only. */
 typedef struct coll_tcp_config {
   size_t size;
   int rank;                /* 0 <= rank < world */
@@ -240,13 +420,22 @@ typedef struct coll_tcp_config {
   const char *auth_token;  /* shared secret checked in every handshake */
   int64_t timeout_ms;      /* rendezvous/connect bound; 0: COLL_TIMEOUT_MS */
   const char *job_id;      /* NULL: derived from master_addr:master_port */
+  uint64_t magic;          /* COLL_TCP_CONFIG_MAGIC, set by the INIT macro */
 } coll_tcp_config_t;
-#define COLL_TCP_CONFIG_INIT \
-  {sizeof(coll_tcp_config_t), -1, 0, NULL, 0, NULL, NULL, 0, NULL}
+#define COLL_TCP_CONFIG_MAGIC 0x31474643504354ull /* "TCPCFG1" */
+#define COLL_TCP_CONFIG_INIT                                              \
+  {sizeof(coll_tcp_config_t), -1, 0, NULL, 0, NULL, NULL, 0, NULL,       \
+   COLL_TCP_CONFIG_MAGIC}
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
- * returns its endpoint. Blocks until every rank arrived or the timeout
- * passed (the error names the missing ranks). One thread. */
+ * returns its endpoint in *out (NULL on failure, with every socket and
+ * thread it made gone). Blocks until every rank arrived and connected, or
+ * cfg->timeout_ms (0: COLL_TIMEOUT_MS, default 300 s) passed. Returns
+ * INVALID_ARG (config, COLL_TIMEOUT_MS, an interface or host that does not
+ * exist), TIMEOUT (naming the ranks that never came), PEER_LOST (a rank
+ * left during setup), PROTOCOL (a handshake failed: another job, a wrong
+ * token), SYSTEM (the port is in use, a socket call failed). One thread
+ * per call; each rank process calls it once. */
 COLL_API coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
                                        coll_transport_t **out);
 
@@ -254,36 +443,72 @@ COLL_API coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
 /* Communicators                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Creates a CPU-ring comm over transport `t` (ownership of t moves to the
- * comm, also on failure). cfg may be NULL. One thread. */
+/* Creates a CPU-ring comm over transport `t`: this rank of t's world.
+ * Ownership of t moves to the comm, also on failure (t is then destroyed;
+ * a NULL t is only refused). cfg may be NULL (defaults). *out is the comm,
+ * NULL on failure. Never blocks: it waits for no peer (the first
+ * collective does). Returns INVALID_ARG (NULL t or out, a config without
+ * COLL_COMM_CONFIG_INIT, an abort handle already used, a bad COLL_TIMEOUT_MS
+ * or COLL_ALGO). Any thread; each transport goes to one comm. */
 COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
                                         const coll_comm_config_t *cfg,
                                         coll_comm_t **out);
 /* Creates a comm from the torchrun environment: RANK, WORLD_SIZE,
  * MASTER_ADDR, MASTER_PORT (and COLL_* knobs). TCP transport for host
  * buffers; with the NCCL backend built and a GPU present, an NCCL comm whose
- * unique id travels through the same rendezvous store. One thread. */
+ * unique id travels through the same rendezvous store (COLL_BACKEND
+ * chooses). cfg may be NULL. *out is the comm, NULL on failure, with
+ * nothing left behind (sockets, threads, the store). Blocks until every
+ * rank arrived and connected (and, for NCCL, NCCL's init finished), bounded
+ * by cfg's timeout (else COLL_TIMEOUT_MS); an NCCL init is also ended by
+ * cfg's abort handle. Returns INVALID_ARG (a variable missing or malformed,
+ * naming it; the config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable
+ * NCCL), TIMEOUT (naming the ranks that never came), PEER_LOST, PROTOCOL
+ * (a handshake refused), SYSTEM (the port in use, a socket call), BACKEND
+ * (NCCL's init failed), ABORTED. One thread per call; one comm per
+ * process and job. */
 COLL_API coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
                                           coll_comm_t **out);
-/* Destroys a comm: fails its queued work with COLL_ERR_ABORTED, releases the
- * transport and its reference on the abort handle. Safe while another thread
- * aborts it. NULL is a no-op. The thread that uses the comm. */
+/* Destroys a comm and frees it, always (see "Destroy always frees"). Work
+ * still queued or in flight ends with COLL_ERR_ABORTED; its requests stay
+ * valid until the caller's coll_wait, which frees them. The transport and
+ * the comm's reference on its abort handle go with it; other references
+ * to the handle stay valid, and coll_abort on them is a no-op from now
+ * on. Blocks briefly: a CPU comm aborts what is in flight and joins its
+ * worker, and over TCP says goodbye to its peers (at most about a
+ * second); an NCCL comm waits for its work on the GPU to end, or aborts
+ * NCCL's comm if it failed or still has work that may never end. Returns
+ * COLL_OK, or BACKEND when NCCL reported an error while tearing down. Safe
+ * while another thread aborts the comm. NULL is a no-op. One thread per
+ * comm, as its last call. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
-COLL_API int coll_comm_rank(const coll_comm_t *c); /* -1 for NULL */
-COLL_API int coll_comm_size(const coll_comm_t *c); /* -1 for NULL */
-/* "cpu" or "nccl"; NULL for NULL. Any thread. */
+/* This comm's rank and the number of ranks; -1 for NULL. Any thread. */
+COLL_API int coll_comm_rank(const coll_comm_t *c);
+COLL_API int coll_comm_size(const coll_comm_t *c);
+/* "cpu" or "nccl" (a static string); NULL for NULL. Any thread. */
 COLL_API const char *coll_comm_backend(const coll_comm_t *c);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                              */
 /* ------------------------------------------------------------------------ */
-/* Every call: one thread per comm at a time; collectives on one comm run in
- * the order they were issued. `stream` is a cudaStream_t (NULL = default) for
- * device buffers and is ignored for host buffers on CPU comms. send == recv
- * means in place. Buffers of nonblocking calls stay the caller's
- * responsibility until coll_wait() returns. All ranks must make the same
- * calls with the same count, dtype, op and root; on CPU comms a disagreement
- * is detected and reported as COLL_ERR_LENGTH_MISMATCH on every rank.
+/* Every call: one thread per comm; collectives on one comm run in the
+ * order they were issued, on every rank. `stream` is a cudaStream_t (NULL =
+ * default) for device buffers and is ignored for host buffers on CPU
+ * comms. send == recv means in place; send and recv must otherwise not
+ * overlap (INVALID_ARG). All ranks must make the same calls with the same
+ * count, dtype, op and root; on CPU comms a disagreement is detected and
+ * reported as COLL_ERR_LENGTH_MISMATCH on every rank, and the comm keeps
+ * working.
+ *
+ * Ownership: the buffers stay the caller's. A blocking call uses them only
+ * until it returns. A nonblocking call (the i-forms below) uses them until
+ * coll_wait() on its request returned, whatever it returned; arrays of
+ * buffer descriptors (coll_buffer_t) are copied at the call.
+ *
+ * Blocking: a blocking call returns when the result is in place (NCCL
+ * comms: when the GPU finished), bounded by the comm's timeout and ended
+ * by coll_abort(). A nonblocking call never waits for peers (NCCL comms:
+ * see below for first-use connects).
  *
  * NCCL comms differ (README, "What differs on NCCL comms"):
  *  - blocking: the host waits until the GPU finished the work; a
@@ -300,73 +525,102 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
  *    issue order), counts must match (*received is the count passed), and
  *    isend/irecv are launched together in one NCCL group at the first wait
  *    or test, so an exchange of isend+irecv on both ranks completes.
- * Returns: COLL_OK, INVALID_ARG/UNSUPPORTED (nothing was issued),
- * ABORTED, TIMEOUT, PEER_LOST, LENGTH_MISMATCH, BACKEND. A
- * failure other than a refused argument is sticky: the comm is aborted and
- * every later call reports it. */
+ * Returns: COLL_OK, INVALID_ARG/UNSUPPORTED (nothing was issued), ABORTED
+ * (the comm's handle was aborted, or the comm destroyed under the
+ * request), TIMEOUT (the comm's timeout passed; the text names the peer
+ * waited for), PEER_LOST (naming the rank), PROTOCOL, LENGTH_MISMATCH (the
+ * ranks disagree; NCCL comms: only with COLL_CHECK_MISMATCH=1), BACKEND
+ * (NCCL or CUDA said so),
+ * NOT_AVAILABLE (device memory where CUDA is not usable). Which of them
+ * stick is under "Sticky failures" at the top. */
 
+/* recv = the reduction with op of every rank's send (count elements of
+ * dt), on every rank. */
 COLL_API coll_status_t coll_allreduce(coll_comm_t *c, const void *send,
                                       void *recv, size_t count,
                                       coll_dtype_t dt, coll_op_t op,
                                       void *stream);
-/* Allreduce of several buffers (in place) as one collective. */
+/* Allreduce in place of bufs[0..nbufs) (dtypes may differ) as one
+ * collective: small buffers travel packed together. Every rank passes the
+ * same list (number, dtypes and counts, in order) and op; a rank that
+ * differs makes it COLL_ERR_LENGTH_MISMATCH on every rank, naming the
+ * buffers. No two buffers may share a byte, and their total size must fit
+ * in memory (INVALID_ARG). nbufs may be 0. */
 COLL_API coll_status_t coll_allreduce_batch(coll_comm_t *c,
                                             const coll_buffer_t *bufs,
                                             size_t nbufs, coll_op_t op,
                                             void *stream);
 /* In-place weighted sum: every rank's buffers are multiplied by its own
- * `factor`, then summed. Floating-point dtypes (NCCL comms: f16, bf16, f32,
- * f64, the factor rounded to the element type; NCCL >= 2.11). */
+ * `factor` (finite, else INVALID_ARG), then summed, as one collective with
+ * the rules of coll_allreduce_batch. Floating-point dtypes, others are
+ * UNSUPPORTED (NCCL comms: f16, bf16, f32, f64, the factor rounded to the
+ * element type; NCCL >= 2.11). */
 COLL_API coll_status_t coll_allreduce_premul_sum(coll_comm_t *c,
                                                  const coll_buffer_t *bufs,
                                                  size_t nbufs, float factor,
                                                  void *stream);
+/* root's buf (count elements) into every rank's buf; 0 <= root < world. */
 COLL_API coll_status_t coll_broadcast(coll_comm_t *c, void *buf, size_t count,
                                       coll_dtype_t dt, int root, void *stream);
-/* recv holds world*count_per_rank elements, rank r's block at r*count. */
+/* recv holds world*count_per_rank elements, rank r's block at r*count. In
+ * place (as NCCL): send == recv + rank * count_per_rank. */
 COLL_API coll_status_t coll_allgather(coll_comm_t *c, const void *send,
                                       void *recv, size_t count_per_rank,
                                       coll_dtype_t dt, void *stream);
 /* send holds world*count_per_rank elements; rank r receives the reduction of
- * block r. */
+ * block r. In place (as NCCL): recv == send + rank * count_per_rank. */
 COLL_API coll_status_t coll_reduce_scatter(coll_comm_t *c, const void *send,
                                            void *recv, size_t count_per_rank,
                                            coll_dtype_t dt, coll_op_t op,
                                            void *stream);
-/* The reduction lands in recv on `root` only (recv may be NULL elsewhere). */
+/* The reduction lands in recv on `root` only (recv may be NULL elsewhere
+ * and is never written there); 0 <= root < world. */
 COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send,
                                    void *recv, size_t count, coll_dtype_t dt,
                                    coll_op_t op, int root, void *stream);
+/* Returns once every rank called it. */
 COLL_API coll_status_t coll_barrier(coll_comm_t *c);
 /* Tagged point-to-point; tag < COLL_TAG_RESERVED (NCCL comms: 0 only).
- * Messages between a pair on one tag arrive in order. A send may wait until
- * the receive is posted. Device memory on a CPU comm is copied through
- * pinned memory, ordered after the default stream; such a send reaches the
- * peer once the comm's next point-to-point call (coll_test and coll_wait
- * included) sees its copy complete. */
+ * Messages between a pair on one tag arrive in order; different tags are
+ * independent. peer must be another rank: sending to or receiving from
+ * oneself is COLL_ERR_INVALID_ARG on every comm (a blocking send to self
+ * could never complete where a send waits for its receive). A send may
+ * wait until the receive is posted. Device memory on a CPU comm is copied
+ * through pinned memory, ordered after the default stream; such a send
+ * reaches the peer once the comm's next point-to-point call (coll_test and
+ * coll_wait included) sees its copy complete. */
 COLL_API coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag);
-/* *received (may be NULL) is the element count that arrived; a message longer
- * than count is COLL_ERR_LENGTH_MISMATCH and never overflows buf (NCCL
- * comms: the counts must match, and *received is count). */
+/* *received (may be NULL) is the element count that arrived, written only
+ * when the call returns COLL_OK; after any failure it is left as it was. A
+ * message longer than count is COLL_ERR_LENGTH_MISMATCH: it is consumed,
+ * never written past count (a prefix may be), and the comm stays usable;
+ * a message that is not a whole number of elements of dt is a mismatch
+ * too. NCCL comms: the counts must match, and *received is count. */
 COLL_API coll_status_t coll_recv(coll_comm_t *c, void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag,
                                  size_t *received);
-/* Mixed precision: the dtype every rank should reduce in. The shared one if
- * all agree, else F64 if any rank holds F64, else F32. */
+/* Mixed precision: *agreed is the dtype every rank should reduce in (the
+ * same on every rank): the shared one if all agree, else F64 if any rank
+ * holds F64, else F32. CPU comms; NCCL comms: UNSUPPORTED. */
 COLL_API coll_status_t coll_negotiate_dtype(coll_comm_t *c, coll_dtype_t local,
                                             coll_dtype_t *agreed);
 /* Federated averaging with a deadline: rank 0 waits up to deadline_ms for
  * the others' contributions, averages its own and those that arrived in time,
  * and broadcasts the mean into every rank's `data`. *participants (may be
  * NULL) is the number of ranks averaged, the same on every rank. A late
- * contribution is discarded; the late rank still receives the result. */
+ * contribution is discarded; the late rank still receives the result. A
+ * rank other than 0 blocks until rank 0's result arrives (bounded by the
+ * comm's timeout). CPU comms; NCCL comms: UNSUPPORTED. */
 COLL_API coll_status_t coll_federated_average(coll_comm_t *c, float *data,
                                               size_t count,
                                               int64_t deadline_ms,
                                               int *participants);
 
-/* Nonblocking forms: same arguments plus the request, freed by coll_wait. */
+/* Nonblocking forms: the same arguments and rules, plus *req, the request
+ * (NULL on failure, when nothing was issued), freed by coll_wait(). Each
+ * is issued in order with the comm's other calls and returns without
+ * waiting for peers. One thread per comm. */
 COLL_API coll_status_t coll_iallreduce(coll_comm_t *c, const void *send,
                                        void *recv, size_t count,
                                        coll_dtype_t dt, coll_op_t op,
@@ -414,32 +668,54 @@ COLL_API coll_status_t coll_ifederated_average(coll_comm_t *c, float *data,
                                                int *participants,
                                                coll_request_t **req);
 
-/* Waits for a request, frees it and returns its status (with its error text
- * in coll_last_error()). The thread that uses the request's comm. */
+/* Waits for a request, frees it (always, whatever it returns) and returns
+ * its status, with its error text in coll_last_error(). Blocks until the
+ * operation ended, bounded by the comm's timeout. A request outlives its
+ * comm: after coll_comm_destroy it returns COLL_ERR_ABORTED at once, and
+ * must still be waited to be freed. Each request is waited exactly once;
+ * NULL is INVALID_ARG. One thread per comm (the request's). */
 COLL_API coll_status_t coll_wait(coll_request_t *req);
 /* *done = 1 once the request finished (coll_wait then returns at once), 0
- * otherwise. Never blocks. The request stays valid until coll_wait. */
+ * otherwise; the request's own outcome comes from coll_wait. Never blocks
+ * (NCCL comms: it may hand held point-to-point work to NCCL). Returns
+ * COLL_OK or INVALID_ARG. The request stays valid until coll_wait. One
+ * thread per comm. */
 COLL_API coll_status_t coll_test(coll_request_t *req, int *done);
 
 /* ------------------------------------------------------------------------ */
 /* Abort handles                                                            */
 /* ------------------------------------------------------------------------ */
-/* Refcounted; every function below may be called from any thread at any
- * time, also while the comm is being destroyed or after it was. */
+/* Refcounted: each reference is released once, and the handle is freed
+ * with the last one, whether or not its comm still exists. Every function
+ * below may be called from any thread at any time, also while the comm is
+ * being created, used or destroyed, or after it was destroyed; none waits
+ * for a peer. */
 
 /* A handle bound to no comm yet, for coll_comm_config_t.abort_handle, so a
  * watchdog can end a comm's creation (an NCCL init waiting for a rank that
- * never comes) as well as its collectives. */
+ * never comes) as well as its collectives. *out is the caller's reference
+ * (NULL on failure). Aborting it before its comm exists marks it: the
+ * creation that adopts it then ends with COLL_ERR_ABORTED, or gives a comm
+ * on which every call fails with it. Never blocks. Any thread. */
 COLL_API coll_status_t coll_abort_handle_create(coll_abort_handle_t **out);
-/* A new reference to the comm's abort handle; release it when done. */
+/* *out is a new reference to the comm's abort handle (NULL on failure);
+ * release it when done, before or after the comm is destroyed. Never
+ * blocks. Any thread. */
 COLL_API coll_status_t coll_comm_abort_handle(coll_comm_t *c,
                                               coll_abort_handle_t **out);
-/* Aborts the comm: every collective in flight returns COLL_ERR_ABORTED
- * promptly, every later one fails at once with it. Idempotent; a no-op once
- * the comm was destroyed. */
+/* Aborts the comm: every call in flight on it returns COLL_ERR_ABORTED
+ * promptly (a CPU comm within milliseconds, an NCCL comm's init, connect
+ * or collective within about one), every later one fails at once with it,
+ * and the comm stays so until destroyed (sticky). On CPU comms the peers
+ * see this rank as lost. Idempotent. A no-op once the comm was destroyed:
+ * the handle keeps the state it had. Returns COLL_OK, or INVALID_ARG for
+ * NULL. It does not wait for peers or the GPU. Any thread. */
 COLL_API coll_status_t coll_abort(coll_abort_handle_t *h);
-/* 1 once coll_abort was called on this handle, else 0 (0 for NULL). */
+/* 1 once coll_abort was called on this handle while it could act (before
+ * its comm was destroyed), else 0 (0 for NULL). Any thread. */
 COLL_API int coll_is_aborted(const coll_abort_handle_t *h);
+/* Releases one reference; the last one frees the handle. NULL is a no-op.
+ * Any thread. */
 COLL_API void coll_abort_handle_release(coll_abort_handle_t *h);
 
 /* ------------------------------------------------------------------------ */
@@ -447,19 +723,24 @@ COLL_API void coll_abort_handle_release(coll_abort_handle_t *h);
 /* ------------------------------------------------------------------------ */
 /* Without the NCCL backend built, or on a machine without a CUDA driver or
  * without libnccl, these return COLL_ERR_NOT_AVAILABLE saying what is
- * missing. */
+ * missing. NCCL and CUDA errors are COLL_ERR_BACKEND with NCCL's or CUDA's
+ * own text. */
 
 #define COLL_UNIQUE_ID_BYTES 128
 typedef struct coll_unique_id {
   char internal[COLL_UNIQUE_ID_BYTES];
 } coll_unique_id_t;
 
-/* A new id for one job; ship its bytes to every rank. Any thread. */
+/* A new id for one job, written to *out (the caller's memory); ship its
+ * bytes to every rank. Never blocks. Any thread. */
 COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out);
 /* Per-rank NCCL comm on the current CUDA device. Waits until every rank
  * called it with the same id, bounded by cfg's timeout (COLL_ERR_TIMEOUT
  * naming the rank) and ended by cfg's abort handle (COLL_ERR_ABORTED); the
- * half-made comm is aborted, *out stays NULL. One thread. */
+ * half-made comm is aborted, *out stays NULL. id is read during the call
+ * only. Also returns INVALID_ARG (rank, world, the config, COLL_TIMEOUT_MS;
+ * a handle already used), NOT_AVAILABLE, BACKEND. One thread per call;
+ * each rank calls it once per id. */
 COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
                                            const coll_unique_id_t *id,
                                            const coll_comm_config_t *cfg,
@@ -468,8 +749,11 @@ COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
 /* A group of comms over several devices of this process (one unique id,
  * one nonblocking ncclCommInitRankConfig per device inside one NCCL group,
  * as ncclCommInitAll does). The caller's current CUDA device is unchanged
- * by every group call. coll_group_create() is coll_group_create_config()
- * with a NULL config. One thread. */
+ * by every group call. devices[0..ndev) is copied. Blocks until every
+ * device's init finished. *out is the group, NULL on failure (with every
+ * half-made comm aborted). coll_group_create() is
+ * coll_group_create_config() with a NULL config. Group calls: one thread
+ * per group at a time, like a comm's. */
 COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
                                          coll_group_t **out);
 /* cfg (may be NULL): timeout_ms bounds the init (COLL_ERR_TIMEOUT naming
@@ -480,11 +764,15 @@ COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
                                                 const coll_comm_config_t *cfg,
                                                 coll_group_t **out);
 /* A new reference to the group's abort handle (there is one from creation,
- * whether or not the config gave one). Release it when done. Any thread. */
+ * whether or not the config gave one). Release it when done, before or
+ * after the group is destroyed. Never blocks. Any thread. */
 COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
                                                coll_abort_handle_t **out);
 /* bufs[i] and streams[i] belong to device i of the group: nbufs must equal
- * the group size, nstreams must be 0 (default streams) or the group size. */
+ * the group size, nstreams must be 0 (default streams) or the group size.
+ * The work is enqueued on every device in one NCCL group; the call blocks
+ * until every device finished it, bounded by the comms' timeout. A split
+ * group refuses (INVALID_ARG). Statuses as for the collectives above. */
 COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
                                             int nbufs, size_t count,
                                             coll_dtype_t dt, coll_op_t op,
@@ -495,11 +783,19 @@ COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
                                             coll_dtype_t dt, int root,
                                             void *const *streams,
                                             int nstreams);
+/* The number of devices, and the group's copy of their list (valid until
+ * the group is split or destroyed); 0 and NULL for NULL or a split group.
+ * Any thread. */
 COLL_API int coll_group_size(const coll_group_t *g);
 COLL_API const int *coll_group_devices(const coll_group_t *g);
 /* Moves the group's per-device comms into comms[0..size-1] (one per rank, for
- * worker threads); the group is left empty. */
+ * worker threads; each is then destroyed with coll_comm_destroy by its
+ * user); the group is left empty, and its abort handle still aborts them.
+ * Never blocks. INVALID_ARG for a group already split. */
 COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms);
+/* Destroys the comms still in the group (none after a split) and frees
+ * it, always; blocks as coll_comm_destroy does for each. Returns the first
+ * comm's failure, if any. NULL is a no-op. */
 COLL_API coll_status_t coll_group_destroy(coll_group_t *g);
 
 #ifdef __cplusplus

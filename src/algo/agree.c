@@ -19,7 +19,7 @@
 #include "core/comm.h"
 
 /* The wire form: little-endian, fixed size. */
-#define DESC_BYTES 24
+#define DESC_BYTES 44
 #define AGREE_BYTES (DESC_BYTES + 12 + 2 * DESC_BYTES)
 
 typedef struct agree_state {
@@ -41,13 +41,24 @@ static uint32_t get32(const unsigned char *p) {
   return v;
 }
 
+static void put64(unsigned char *p, uint64_t v) {
+  put32(p, (uint32_t)v);
+  put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t get64(const unsigned char *p) {
+  return get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
 static void put_desc(unsigned char *p, const coll_desc_t *d) {
   put32(p, d->kind);
   put32(p + 4, (uint32_t)d->dtype);
   put32(p + 8, (uint32_t)d->op);
   put32(p + 12, (uint32_t)d->root);
-  put32(p + 16, (uint32_t)d->count);
-  put32(p + 20, (uint32_t)(d->count >> 32));
+  put64(p + 16, d->count);
+  put64(p + 24, d->nbufs);
+  put64(p + 32, d->total);
+  put32(p + 40, d->list);
 }
 
 static void get_desc(const unsigned char *p, coll_desc_t *d) {
@@ -55,7 +66,32 @@ static void get_desc(const unsigned char *p, coll_desc_t *d) {
   d->dtype = (int32_t)get32(p + 4);
   d->op = (int32_t)get32(p + 8);
   d->root = (int32_t)get32(p + 12);
-  d->count = get32(p + 16) | (uint64_t)get32(p + 20) << 32;
+  d->count = get64(p + 16);
+  d->nbufs = get64(p + 24);
+  d->total = get64(p + 32);
+  d->list = get32(p + 40);
+  d->bufs = NULL; /* another rank's buffers are not ours to name */
+}
+
+void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
+                      const coll_buffer_t *bufs, size_t nbufs) {
+  uint32_t h = 2166136261u; /* FNV-1a over each (dtype, count) */
+  size_t i;
+  memset(d, 0, sizeof *d);
+  d->kind = kind | COLL_DESC_BATCH;
+  d->op = (int32_t)op;
+  d->root = -1;
+  d->dtype = nbufs > 0 ? (int32_t)bufs[0].dtype : -1;
+  d->count = nbufs > 0 ? bufs[0].count : 0;
+  d->nbufs = nbufs;
+  for (i = 0; i < nbufs; i++) {
+    uint64_t v = ((uint64_t)bufs[i].count << 4) | (uint64_t)bufs[i].dtype;
+    int b;
+    for (b = 0; b < 8; b++) h = (h ^ (uint8_t)(v >> (8 * b))) * 16777619u;
+    d->total += bufs[i].count;
+  }
+  d->list = h;
+  d->bufs = bufs;
 }
 
 static void pack(unsigned char *p, const agree_state_t *st) {
@@ -78,7 +114,8 @@ static void unpack(const unsigned char *p, agree_state_t *st) {
 
 static int desc_equal(const coll_desc_t *a, const coll_desc_t *b) {
   return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
-         a->root == b->root && a->count == b->count;
+         a->root == b->root && a->count == b->count && a->nbufs == b->nbufs &&
+         a->total == b->total && a->list == b->list;
 }
 
 /* Keeps the disagreement between ranks a and b (lower rank first) if it is
@@ -175,30 +212,95 @@ static void append(char *dst, size_t cap, size_t *len, const char *fmt, ...) {
   if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
 }
 
+/* "allreduce_batch" for a batch of allreduce, else the collective's name. */
+static const char *desc_name(const coll_desc_t *d) {
+  coll_work_kind_t k = (coll_work_kind_t)(d->kind & ~COLL_DESC_BATCH);
+  if ((d->kind & COLL_DESC_BATCH) && k == COLL_WORK_ALLREDUCE)
+    return "allreduce_batch";
+  return coll__work_name(k);
+}
+
+/* Appends text as it is, never past cap. */
+static void cat(char *dst, size_t cap, size_t *len, const char *text) {
+  size_t n = strlen(text);
+  if (*len + n >= cap) n = cap - *len - 1;
+  memcpy(dst + *len, text, n);
+  *len += n;
+  dst[*len] = '\0';
+}
+
+/* "3 buffers (f32 1000, f16 8, i32 3)": every buffer where this rank's own
+ * list is at hand and fits, else as many as fit, then "...". Another rank's
+ * list is known by its first buffer only. */
+static void describe_batch(char *dst, size_t cap, size_t *len,
+                           const coll_desc_t *d) {
+  size_t i, known = d->bufs != NULL ? (size_t)d->nbufs : d->nbufs > 0;
+  char item[48];
+  append(dst, cap, len, "%llu buffer%s", (unsigned long long)d->nbufs,
+         d->nbufs == 1 ? "" : "s");
+  if (d->nbufs == 0) return;
+  cat(dst, cap, len, " (");
+  for (i = 0; i < known; i++) {
+    coll_dtype_t dt = d->bufs ? d->bufs[i].dtype : (coll_dtype_t)d->dtype;
+    unsigned long long n = d->bufs ? d->bufs[i].count : d->count;
+    snprintf(item, sizeof item, "%s%s %llu", i > 0 ? ", " : "",
+             coll_dtype_name(dt), n);
+    if (*len + strlen(item) + sizeof ", ...)" >= cap) break;
+    cat(dst, cap, len, item);
+  }
+  if (i < d->nbufs) cat(dst, cap, len, i > 0 ? ", ..." : "...");
+  cat(dst, cap, len, ")");
+}
+
 /* "count 100, dtype f32": the fields where d differs from other. */
 static void describe(char *dst, size_t cap, const coll_desc_t *d,
                      const coll_desc_t *other) {
   size_t len = 0;
+  int batch = (d->kind & COLL_DESC_BATCH) != 0;
+  /* A batch against a single buffer: their fields mean different things,
+   * so both are shown whole. */
+  int cross = batch != ((other->kind & COLL_DESC_BATCH) != 0);
   dst[0] = '\0';
   if (d->kind != other->kind)
-    append(dst, cap, &len, "collective %s",
-           coll__work_name((coll_work_kind_t)d->kind));
-  if (d->count != other->count)
-    append(dst, cap, &len, "count %llu", (unsigned long long)d->count);
-  if (d->dtype != other->dtype)
-    append(dst, cap, &len, "dtype %s", coll_dtype_name((coll_dtype_t)d->dtype));
+    append(dst, cap, &len, "collective %s", desc_name(d));
+  if (batch) {
+    /* The buffers, whenever the lists may differ. */
+    if (d->kind != other->kind || d->nbufs != other->nbufs ||
+        d->dtype != other->dtype || d->count != other->count ||
+        d->total != other->total || d->list != other->list)
+      describe_batch(dst, cap, &len, d);
+    if (d->total != other->total)
+      append(dst, cap, &len, "%llu elements in all",
+             (unsigned long long)d->total);
+    else if (d->kind == other->kind && d->nbufs == other->nbufs &&
+             d->list != other->list)
+      append(dst, cap, &len, "a different list");
+  } else {
+    if (d->count != other->count || cross)
+      append(dst, cap, &len, "count %llu", (unsigned long long)d->count);
+    if (d->dtype != other->dtype || cross)
+      append(dst, cap, &len, "dtype %s",
+             coll_dtype_name((coll_dtype_t)d->dtype));
+    if (d->root != other->root) append(dst, cap, &len, "root %d",
+                                       (int)d->root);
+  }
   if (d->op != other->op)
     append(dst, cap, &len, "op %s", coll_op_name((coll_op_t)d->op));
-  if (d->root != other->root) append(dst, cap, &len, "root %d", (int)d->root);
 }
 
-static coll_status_t mismatch(const agree_state_t *st) {
-  char a[160], b[160];
+/* The disagreement as text; `self` is this rank, whose own buffers it can
+ * name in full. */
+static coll_status_t mismatch(const agree_state_t *st, int self,
+                              const coll_desc_t *mine) {
+  char a[224], b[224];
+  coll_desc_t da = st->da, db = st->db;
   if (st->ra < 0)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
                      "ranks disagree: another rank reported a mismatch");
-  describe(a, sizeof a, &st->da, &st->db);
-  describe(b, sizeof b, &st->db, &st->da);
+  if (st->ra == self) da.bufs = mine->bufs;
+  if (st->rb == self) db.bufs = mine->bufs;
+  describe(a, sizeof a, &da, &db);
+  describe(b, sizeof b, &db, &da);
   return coll__err(COLL_ERR_LENGTH_MISMATCH,
                    "ranks disagree: rank %d has %s; rank %d has %s",
                    (int)st->ra, a, (int)st->rb, b);
@@ -215,5 +317,5 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
     algo_cancel(&A.run, A.req, 2);
     return algo_done(&A.run);
   }
-  return A.st.flag ? mismatch(&A.st) : COLL_OK;
+  return A.st.flag ? mismatch(&A.st, ctx->rank, d) : COLL_OK;
 }

@@ -51,17 +51,30 @@ typedef struct coll_algo_ctx {
   size_t seg_bytes;    /* ring pipeline segment (> 0) */
 } coll_algo_ctx_t;
 
-/* The descriptor every rank must agree on for one collective. */
+/* The descriptor every rank must agree on for one collective. A batch
+ * (allreduce_batch, premul_sum) sets COLL_DESC_BATCH in kind and describes
+ * its buffers by their number, the first one, the total and a hash of the
+ * whole (dtype, count) list, so that an error can say what differs. */
 typedef struct coll_desc {
-  uint32_t kind; /* coll_work_kind_t */
-  int32_t dtype;
+  uint32_t kind;  /* coll_work_kind_t, | COLL_DESC_BATCH for a batch */
+  int32_t dtype;  /* batch: the first buffer's (-1: none) */
   int32_t op;
-  int32_t root;
-  uint64_t count;
+  int32_t root;   /* -1 where the collective has none */
+  uint64_t count; /* batch: the first buffer's */
+  uint64_t nbufs; /* batch: number of buffers; else 0 */
+  uint64_t total; /* batch: elements in all buffers */
+  uint32_t list;  /* batch: hash of every (dtype, count), in order */
+  /* This rank's buffers, named in full in an error; never sent. */
+  const coll_buffer_t *bufs;
 } coll_desc_t;
+#define COLL_DESC_BATCH 0x10000u
+
+/* Fills d for a batch of nbufs buffers of collective `kind` with op. */
+void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
+                      const coll_buffer_t *bufs, size_t nbufs);
 
 /* Checks that every rank passed the same descriptor. Recursive doubling over
- * the 24-byte descriptor plus a "mismatch seen" flag, so every rank learns of
+ * the 44-byte descriptor plus a "mismatch seen" flag, so every rank learns of
  * any disagreement in ceil(log2 n) (+2) steps with a fixed message pattern.
  * Returns COLL_ERR_LENGTH_MISMATCH on every rank if any two differ, with a
  * text naming what differs and a rank that differs. */

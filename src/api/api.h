@@ -30,6 +30,11 @@ coll_status_t coll__check_overlap(const char *what, const void *send,
                                   size_t send_bytes, const void *recv,
                                   size_t recv_bytes);
 
+/* The buffers of a batch: valid dtypes, counts and pointers, a total that
+ * fits in memory, and no two sharing a byte (each is reduced in place). */
+coll_status_t coll__check_batch(const char *what, const coll_comm_t *c,
+                                const coll_buffer_t *bufs, size_t nbufs);
+
 /* Submits w under the abort handle's issue guard. req == NULL: blocking,
  * waits and returns the result. Never holds the guard across a wait. */
 coll_status_t coll__issue(coll_comm_t *c, const coll_work_t *w,

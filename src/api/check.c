@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* check.c: argument checks with messages a user can act on. */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "api/api.h"
 
@@ -75,4 +77,101 @@ coll_status_t coll__check_typed(const char *what, const coll_comm_t *c,
   if (with_op) COLL_CHECK(coll__check_op(what, op));
   return coll__check_count(what, count, blocks ? blocks : (size_t)c->world,
                            dt);
+}
+
+/* A batch buffer's extent, for the overlap check. */
+typedef struct extent {
+  uintptr_t lo, hi; /* [lo, hi) */
+  size_t i;         /* its index in bufs */
+} extent_t;
+
+static int extent_cmp(const void *a, const void *b) {
+  const extent_t *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+/* Up to this many buffers are compared pairwise, with no allocation. */
+#define OVERLAP_PAIRWISE 16
+
+static coll_status_t overlap_err(const char *what, size_t i, size_t j) {
+  if (i > j) {
+    size_t k = i;
+    i = j;
+    j = k;
+  }
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "%s: bufs[%zu] and bufs[%zu] overlap; each buffer of a "
+                   "batch is reduced in place and must not share memory with "
+                   "another",
+                   what, i, j);
+}
+
+/* Every buffer of a batch is reduced in place, once: two that share bytes
+ * would give a wrong sum in both. Empty buffers take no memory. */
+static coll_status_t check_disjoint(const char *what, const coll_buffer_t *bufs,
+                                    size_t nbufs) {
+  extent_t *e;
+  size_t i, j, n = 0;
+  if (nbufs <= OVERLAP_PAIRWISE) {
+    for (i = 0; i < nbufs; i++)
+      for (j = i + 1; j < nbufs; j++) {
+        uintptr_t a = (uintptr_t)bufs[i].data, b = (uintptr_t)bufs[j].data;
+        size_t la = bufs[i].count * coll_dtype_size(bufs[i].dtype);
+        size_t lb = bufs[j].count * coll_dtype_size(bufs[j].dtype);
+        if (la > 0 && lb > 0 && a < b + lb && b < a + la)
+          return overlap_err(what, i, j);
+      }
+    return COLL_OK;
+  }
+  e = malloc(nbufs * sizeof *e);
+  if (e == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY,
+                     "%s: out of memory checking %zu buffers for overlaps",
+                     what, nbufs);
+  for (i = 0; i < nbufs; i++) {
+    size_t len = bufs[i].count * coll_dtype_size(bufs[i].dtype);
+    if (len == 0) continue;
+    e[n].lo = (uintptr_t)bufs[i].data;
+    e[n].hi = e[n].lo + len;
+    e[n].i = i;
+    n++;
+  }
+  qsort(e, n, sizeof *e, extent_cmp);
+  /* Sorted by start, an overlap shows between neighbours. */
+  for (i = 1; i < n; i++)
+    if (e[i].lo < e[i - 1].hi) {
+      coll_status_t s = overlap_err(what, e[i - 1].i, e[i].i);
+      free(e);
+      return s;
+    }
+  free(e);
+  return COLL_OK;
+}
+
+coll_status_t coll__check_batch(const char *what, const coll_comm_t *c,
+                                const coll_buffer_t *bufs, size_t nbufs) {
+  size_t i, total = 0;
+  COLL_CHECK(coll__check_comm(what, c));
+  if (bufs == NULL && nbufs > 0)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs is NULL (nbufs %zu)",
+                     what, nbufs);
+  for (i = 0; i < nbufs; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "bufs[%zu]", i);
+    if ((unsigned)bufs[i].dtype >= COLL_DTYPE_COUNT)
+      return coll__err(COLL_ERR_INVALID_ARG, "%s: %s has invalid dtype %d",
+                       what, name, (int)bufs[i].dtype);
+    COLL_CHECK(coll__check_count(what, bufs[i].count, 1, bufs[i].dtype));
+    COLL_CHECK(coll__check_buf(what, c, name, bufs[i].data,
+                               bufs[i].count * coll_dtype_size(bufs[i].dtype)));
+    /* Each fits; together they are packed and counted as one. */
+    if (bufs[i].count * coll_dtype_size(bufs[i].dtype) >
+        (SIZE_MAX >> 1) - total)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "%s: bufs[0..%zu] hold more bytes in all than the "
+                       "address space",
+                       what, i);
+    total += bufs[i].count * coll_dtype_size(bufs[i].dtype);
+  }
+  return check_disjoint(what, bufs, nbufs);
 }

@@ -7,11 +7,13 @@
 
 #include "api/api.h"
 
-/* The i-forms need a request pointer; the blocking forms pass NULL. */
+/* The i-forms need a request pointer; the blocking forms pass NULL. It
+ * reads NULL until a request was issued, so a failed call leaves none. */
 #define CHECK_REQ(what, req)                                               \
   do {                                                                     \
     if ((req) == NULL)                                                     \
       return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what);     \
+    *(req) = NULL;                                                         \
   } while (0)
 
 static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,
@@ -49,39 +51,20 @@ coll_status_t coll_iallreduce(coll_comm_t *c, const void *send, void *recv,
   return allreduce(c, send, recv, count, dt, op, stream, req);
 }
 
-static coll_status_t check_bufs(const char *what, coll_comm_t *c,
-                                const coll_buffer_t *bufs, size_t nbufs) {
-  size_t i;
-  COLL_CHECK(coll__check_comm(what, c));
-  if (bufs == NULL && nbufs > 0)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs is NULL (nbufs %zu)",
-                     what, nbufs);
-  for (i = 0; i < nbufs; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "bufs[%zu]", i);
-    if ((unsigned)bufs[i].dtype >= COLL_DTYPE_COUNT)
-      return coll__err(COLL_ERR_INVALID_ARG, "%s: %s has invalid dtype %d",
-                       what, name, (int)bufs[i].dtype);
-    COLL_CHECK(coll__check_count(what, bufs[i].count, 1, bufs[i].dtype));
-    COLL_CHECK(coll__check_buf(what, c, name, bufs[i].data,
-                               bufs[i].count * coll_dtype_size(bufs[i].dtype)));
-  }
-  return COLL_OK;
-}
-
 static coll_status_t batch(coll_comm_t *c, const coll_buffer_t *bufs,
                            size_t nbufs, coll_op_t op, void *stream,
                            coll_request_t **req) {
   const char *what = "allreduce_batch";
   coll_work_t w;
   coll__err_clear();
-  COLL_CHECK(check_bufs(what, c, bufs, nbufs));
+  COLL_CHECK(coll__check_batch(what, c, bufs, nbufs));
   COLL_CHECK(coll__check_op(what, op));
   w = (coll_work_t){.kind = COLL_WORK_ALLREDUCE,
                    .op = op,
                    .nbufs = nbufs,
                    .bufs = (coll_buffer_t *)bufs,
-                   .stream = stream};
+                   .stream = stream,
+                   .batch = 1};
   return coll__issue(c, &w, req);
 }
 
@@ -103,7 +86,7 @@ static coll_status_t premul(coll_comm_t *c, const coll_buffer_t *bufs,
   const char *what = "allreduce_premul_sum";
   coll_work_t w;
   coll__err_clear();
-  COLL_CHECK(check_bufs(what, c, bufs, nbufs));
+  COLL_CHECK(coll__check_batch(what, c, bufs, nbufs));
   if (!isfinite(factor))
     return coll__err(COLL_ERR_INVALID_ARG, "%s: factor %g is not finite",
                      what, (double)factor);

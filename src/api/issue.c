@@ -15,7 +15,7 @@ coll_status_t coll__issue(coll_comm_t *c, const coll_work_t *w,
   if (atomic_load(&h->aborted)) {
     uv_mutex_unlock(&h->guard);
     return coll__err(COLL_ERR_ABORTED, "%s: the comm (%s) was aborted",
-                     coll__work_name(w->kind), c->name);
+                     coll__work_what(w), c->name);
   }
   s = c->ops->submit(c, w, req == NULL, &r);
   uv_mutex_unlock(&h->guard);

@@ -59,6 +59,7 @@ coll_status_t coll_isend(coll_comm_t *c, const void *buf, size_t count,
                          coll_dtype_t dt, int peer, uint32_t tag,
                          coll_request_t **req) {
   if (req == NULL) return coll__err(COLL_ERR_INVALID_ARG, "isend: req is NULL");
+  *req = NULL; /* until a request was issued */
   return p2p_send(c, buf, count, dt, peer, tag, req);
 }
 
@@ -72,5 +73,6 @@ coll_status_t coll_irecv(coll_comm_t *c, void *buf, size_t count,
                          coll_dtype_t dt, int peer, uint32_t tag,
                          size_t *received, coll_request_t **req) {
   if (req == NULL) return coll__err(COLL_ERR_INVALID_ARG, "irecv: req is NULL");
+  *req = NULL;
   return p2p_recv(c, buf, count, dt, peer, tag, received, req);
 }

@@ -119,6 +119,8 @@ static coll_status_t cpu_init(const env_job_t *j,
   tc.master_addr = j->master_addr;
   tc.master_port = j->master_port;
   tc.timeout_ms = config_timeout(cfg);
+  /* Before meeting the other ranks: a bad knob fails at once. */
+  COLL_CHECK(coll__cpu_env_check());
   COLL_CHECK(coll_tcp_create(&tc, &t));
   return coll__cpu_comm_create(t, cfg, out);
 }
@@ -132,13 +134,9 @@ coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
   if (out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_init_env: out is NULL");
   *out = NULL;
-  if (cfg != NULL && cfg->size < offsetof(coll_comm_config_t, timeout_ms) +
-                                     sizeof(int64_t))
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "comm_init_env: cfg->size %zu is too small; start from "
-                     "COLL_COMM_CONFIG_INIT",
-                     cfg->size);
+  COLL_CHECK(coll__config_check(cfg, "comm_init_env"));
   s = read_env(&j);
+  if (s == COLL_OK) s = coll__env_timeout_check();
   if (s != COLL_OK) goto out;
   nccl = coll__nccl_env_selected();
   if (nccl < 0) {

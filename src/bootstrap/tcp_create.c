@@ -13,21 +13,36 @@
 #include "core/log.h"
 #include "transport/tcp/tcp.h"
 
-/* The fields every coll_tcp_config_t has had since version 0.1. */
-#define TCP_CONFIG_V1_SIZE \
-  (offsetof(coll_tcp_config_t, job_id) + sizeof(const char *))
+/* The layout before the magic existed: a caller built against it has
+ * exactly this size. From the magic on, every config carries it. */
+#define TCP_CONFIG_V1_SIZE offsetof(coll_tcp_config_t, magic)
+#define TCP_CONFIG_MAGIC_END \
+  (offsetof(coll_tcp_config_t, magic) + sizeof(uint64_t))
 
 static coll_status_t check_config(const coll_tcp_config_t *cfg) {
   if (cfg == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "tcp_create: cfg is NULL");
-  if (cfg->size < TCP_CONFIG_V1_SIZE)
+  if (cfg->size >= TCP_CONFIG_MAGIC_END) {
+    if (cfg->magic != COLL_TCP_CONFIG_MAGIC)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "tcp_create: the config was not made with "
+                       "COLL_TCP_CONFIG_INIT (magic %#llx); start from "
+                       "coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT",
+                       (unsigned long long)cfg->magic);
+  } else if (cfg->size != TCP_CONFIG_V1_SIZE) {
     return coll__err(COLL_ERR_INVALID_ARG,
-                     "tcp_create: cfg->size %zu is too small; start from "
+                     "tcp_create: config size %zu is not the size of any "
+                     "coll_tcp_config_t; start from coll_tcp_config_t cfg = "
                      "COLL_TCP_CONFIG_INIT",
                      cfg->size);
+  }
   if (cfg->world < 1)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "tcp_create: world %d; it must be at least 1", cfg->world);
+  if (coll__env_timeout_check() != COLL_OK) {
+    coll__err_prefix("tcp_create");
+    return COLL_ERR_INVALID_ARG;
+  }
   if (cfg->rank < 0 || cfg->rank >= cfg->world)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "tcp_create: rank %d is out of range for world %d "

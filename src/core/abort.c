@@ -16,6 +16,7 @@ coll_status_t coll__abort_handle_new(coll_abort_handle_t **out) {
   atomic_init(&h->claimed, 0);
   atomic_init(&h->bound, 0);
   atomic_init(&h->adopted, 0);
+  atomic_init(&h->retired, 0);
   h->children = NULL;
   h->nchildren = 0;
   h->comm = NULL;
@@ -42,6 +43,7 @@ coll_status_t coll_abort_handle_create(coll_abort_handle_t **out) {
   coll__err_clear();
   if (out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "abort_handle_create: out is NULL");
+  *out = NULL;
   return coll__abort_handle_new(out);
 }
 
@@ -82,6 +84,7 @@ void coll__abort_locked(coll_abort_handle_t *h) {
 
 coll_status_t coll_comm_abort_handle(coll_comm_t *c, coll_abort_handle_t **out) {
   coll__err_clear();
+  if (out != NULL) *out = NULL;
   if (c == NULL || out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_abort_handle: %s is NULL",
                      c == NULL ? "comm" : "out");
@@ -100,6 +103,11 @@ coll_status_t coll_abort(coll_abort_handle_t *h) {
   coll_abort_handle_t **kids = NULL;
   int nkids = 0, i;
   uv_mutex_lock(&h->guard);
+  if (atomic_load(&h->retired)) {
+    /* Its comm is gone: nothing to abort, nothing to record. */
+    uv_mutex_unlock(&h->guard);
+    return COLL_OK;
+  }
   coll__abort_locked(h);
   if (h->nchildren > 0 &&
       (kids = malloc((size_t)h->nchildren * sizeof *kids)) != NULL) {

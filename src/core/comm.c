@@ -10,8 +10,51 @@
 
 int64_t coll__default_timeout_ms(void) {
   int64_t v;
-  if (coll__env_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
+  /* Quiet: an invalid value was refused when the comm was made. */
+  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
   return 300000;
+}
+
+coll_status_t coll__env_timeout_check(void) {
+  int64_t v;
+  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) >= 0) return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "COLL_TIMEOUT_MS='%s' is not a number of milliseconds "
+                   "(0 or unset: the default 300000; < 0: no bound)",
+                   coll__env(COLL_ENV_TIMEOUT_MS));
+}
+
+/* Where the magic ends: a config this long or longer must carry it. */
+#define CONFIG_MAGIC_END \
+  (offsetof(coll_comm_config_t, magic) + sizeof(uint64_t))
+
+coll_status_t coll__config_check(const coll_comm_config_t *cfg,
+                                 const char *what) {
+  /* The layouts before the magic existed: {size, timeout_ms}, then with
+   * name, then with abort_handle. A caller built against one of them has
+   * exactly its size; any other size below the magic is not a config. */
+  static const size_t old_sizes[] = {
+      offsetof(coll_comm_config_t, name),
+      offsetof(coll_comm_config_t, abort_handle),
+      offsetof(coll_comm_config_t, magic),
+  };
+  size_t i;
+  if (cfg == NULL) return COLL_OK;
+  if (cfg->size >= CONFIG_MAGIC_END) {
+    if (cfg->magic == COLL_COMM_CONFIG_MAGIC) return COLL_OK;
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "%s: the config was not made with COLL_COMM_CONFIG_INIT "
+                     "(magic %#llx); start from coll_comm_config_t cfg = "
+                     "COLL_COMM_CONFIG_INIT",
+                     what, (unsigned long long)cfg->magic);
+  }
+  for (i = 0; i < sizeof old_sizes / sizeof old_sizes[0]; i++)
+    if (cfg->size == old_sizes[i]) return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "%s: config size %zu is not the size of any "
+                   "coll_comm_config_t; start from coll_comm_config_t cfg = "
+                   "COLL_COMM_CONFIG_INIT",
+                   what, cfg->size);
 }
 
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg) {
@@ -29,12 +72,9 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   const char *name = NULL;
   coll_abort_handle_t *adopt = NULL;
   int64_t timeout = 0;
+  COLL_CHECK(coll__config_check(cfg, "comm config"));
+  COLL_CHECK(coll__env_timeout_check());
   if (cfg != NULL) {
-    if (cfg->size < offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t))
-      return coll__err(COLL_ERR_INVALID_ARG,
-                       "comm config: size %zu is too small; start from "
-                       "COLL_COMM_CONFIG_INIT",
-                       cfg->size);
     timeout = cfg->timeout_ms;
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
       name = cfg->name;
@@ -111,6 +151,7 @@ coll_status_t coll_comm_destroy(coll_comm_t *c) {
    * comm is a no-op, so nothing races the backend's destroy. */
   uv_mutex_lock(&h->guard);
   h->comm = NULL;
+  atomic_store(&h->retired, 1);
   aborted = atomic_exchange(&h->claimed, 1);
   uv_mutex_unlock(&h->guard);
   s = c->ops->destroy(c, aborted);

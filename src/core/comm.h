@@ -53,7 +53,11 @@ typedef struct coll_work {
   size_t nbufs;
   coll_buffer_t *bufs;
   coll_buffer_t inline_bufs[COLL_WORK_INLINE_BUFS];
+  int batch; /* allreduce_batch (also with no buffers): named as such */
 } coll_work_t;
+
+/* The name a user called: "allreduce_batch" for a batch, else the kind's. */
+const char *coll__work_what(const coll_work_t *w);
 
 /* Deep copy for queueing (bufs array); free releases what dup allocated. */
 coll_status_t coll__work_dup(coll_work_t *dst, const coll_work_t *src);
@@ -107,6 +111,10 @@ struct coll_abort_handle {
   atomic_int claimed; /* teardown claim: 1 once abort or destroy took it */
   atomic_int bound;   /* 1 once a comm, a group or an init claimed it */
   atomic_int adopted; /* 1 once a comm made it its own */
+  /* 1 once its comm was destroyed (set under the guard): coll_abort is
+   * then a no-op and coll_is_aborted keeps what it was. A handle that
+   * never had a comm is not retired, so a watchdog can still mark it. */
+  atomic_int retired;
   /* A group's handle aborts the handles of its comms too (guarded; each
    * holds a reference, released with the handle). */
   coll_abort_handle_t **children;
@@ -128,6 +136,12 @@ struct coll_comm {
 coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
                              int world, const coll_comm_config_t *cfg,
                              coll_comm_t **out);
+/* Checks a caller's config before anything reads it: NULL is fine; else
+ * it must come from COLL_COMM_CONFIG_INIT of this header (its magic) or of
+ * an older one (its size is exactly that of an older layout). Refuses with
+ * COLL_ERR_INVALID_ARG, "what: ...", naming the macro. */
+coll_status_t coll__config_check(const coll_comm_config_t *cfg,
+                                 const char *what);
 /* cfg's abort handle if the config is large enough to carry one, else NULL. */
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg);
 /* Frees a shell whose backend state is already gone (or was never made). */
@@ -148,7 +162,14 @@ void coll__abort_locked(coll_abort_handle_t *h);
 
 /* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
 int64_t coll__default_timeout_ms(void);
+/* COLL_OK, or COLL_ERR_INVALID_ARG naming COLL_TIMEOUT_MS when it is set to
+ * something other than a number. Every comm constructor calls it first, so
+ * a typo is an error at creation, not a silent default. */
+coll_status_t coll__env_timeout_check(void);
 
+/* COLL_OK, or COLL_ERR_INVALID_ARG naming a CPU-backend variable
+ * (COLL_ALGO) whose value is not one it knows (src/cpu). */
+coll_status_t coll__cpu_env_check(void);
 /* The CPU ring backend over a transport (src/cpu). Takes t in all cases. */
 coll_status_t coll__cpu_comm_create(coll_transport_t *t,
                                     const coll_comm_config_t *cfg,

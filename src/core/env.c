@@ -35,20 +35,24 @@ const char *coll__env(coll_env_t id) {
   return (v != NULL && v[0] != '\0') ? v : NULL;
 }
 
-int coll__env_int(coll_env_t id, int64_t *out) {
+int coll__env_parse_int(coll_env_t id, int64_t *out) {
   const char *v = coll__env(id);
   char *end = NULL;
   long long x;
   if (v == NULL) return 0;
   errno = 0;
   x = strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0') {
-    COLL_WARN(COLL_LOG_INIT, "%s=%s is not a number; ignored", env_names[id],
-              v);
-    return -1;
-  }
+  if (errno != 0 || end == v || *end != '\0') return -1;
   *out = (int64_t)x;
   return 1;
+}
+
+int coll__env_int(coll_env_t id, int64_t *out) {
+  int r = coll__env_parse_int(id, out);
+  if (r < 0)
+    COLL_WARN(COLL_LOG_INIT, "%s=%s is not a number; ignored", env_names[id],
+              coll__env(id));
+  return r;
 }
 
 int coll_env_count(void) { return COLL_ENV_COUNT; }

@@ -52,5 +52,7 @@ const char *coll__env_meaning(coll_env_t id);
 /* Parses a decimal integer variable: returns 1 and sets *out when set and
  * valid, 0 when unset, -1 when set but not a number (a warning is logged). */
 int coll__env_int(coll_env_t id, int64_t *out);
+/* The same without the warning, for callers that refuse the value. */
+int coll__env_parse_int(coll_env_t id, int64_t *out);
 
 #endif

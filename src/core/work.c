@@ -22,6 +22,11 @@ const char *coll__work_name(coll_work_kind_t k) {
   return "collective";
 }
 
+const char *coll__work_what(const coll_work_t *w) {
+  if (w->kind == COLL_WORK_ALLREDUCE && w->batch) return "allreduce_batch";
+  return coll__work_name(w->kind);
+}
+
 coll_status_t coll__work_dup(coll_work_t *dst, const coll_work_t *src) {
   *dst = *src;
   if (src->nbufs == 0 || src->bufs == NULL) {

@@ -37,24 +37,6 @@ coll_status_t coll__cpu_allreduce_buf(coll_cpu_t *cpu, void *buf, size_t count,
   return COLL_OK;
 }
 
-/* A descriptor that covers every buffer of a batch: the count is the total,
- * and root carries a hash of the (dtype, count) list. */
-static void batch_desc(const coll_work_t *w, coll_desc_t *d) {
-  uint32_t h = 2166136261u;
-  size_t i;
-  d->kind = (uint32_t)w->kind;
-  d->dtype = -1;
-  d->op = (int32_t)w->op;
-  d->count = 0;
-  for (i = 0; i < w->nbufs; i++) {
-    uint64_t v = ((uint64_t)w->bufs[i].count << 4) | (uint64_t)w->bufs[i].dtype;
-    int b;
-    for (b = 0; b < 8; b++) h = (h ^ (uint8_t)(v >> (8 * b))) * 16777619u;
-    d->count += w->bufs[i].count;
-  }
-  d->root = (int32_t)(h & 0x7fffffff);
-}
-
 /* Small buffers of one dtype go through one packed allreduce. */
 static coll_status_t packed(coll_cpu_t *cpu, const coll_work_t *w,
                             coll_dtype_t dt) {
@@ -87,7 +69,7 @@ static coll_status_t batch(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_desc_t d;
   size_t i;
   int dt;
-  batch_desc(w, &d);
+  coll__desc_batch(&d, (uint32_t)w->kind, w->op, w->bufs, w->nbufs);
   COLL_CHECK(coll__cpu_agree(cpu, &d));
   if (w->kind == COLL_WORK_PREMUL_SUM)
     for (i = 0; i < w->nbufs; i++)
@@ -118,9 +100,13 @@ coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w) {
                          "floating-point dtype",
                          i, coll_dtype_name(w->bufs[i].dtype));
   }
-  if (w->bufs != NULL || w->kind == COLL_WORK_PREMUL_SUM) return batch(cpu, w);
-  d = (coll_desc_t){(uint32_t)w->kind, (int32_t)w->dtype, (int32_t)w->op, -1,
-                    (uint64_t)w->count};
+  if (w->batch || w->bufs != NULL || w->kind == COLL_WORK_PREMUL_SUM)
+    return batch(cpu, w);
+  d = (coll_desc_t){.kind = (uint32_t)w->kind,
+                    .dtype = (int32_t)w->dtype,
+                    .op = (int32_t)w->op,
+                    .root = -1,
+                    .count = (uint64_t)w->count};
   COLL_CHECK(coll__cpu_agree(cpu, &d));
   if (w->send != w->recv && w->count > 0)
     memcpy(w->recv, w->send, w->count * coll_dtype_size(w->dtype));

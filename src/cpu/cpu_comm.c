@@ -55,17 +55,26 @@ static const coll_backend_ops_t cpu_ops = {
     .check_buffer = NULL, /* device memory is staged (staging.h) */
 };
 
-static void read_tuning(coll_cpu_t *cpu) {
+/* COLL_ALGO as an algorithm; -1 for a value that names none. */
+static int env_algo(void) {
   const char *algo = coll__env(COLL_ENV_ALGO);
+  if (algo == NULL || strcasecmp(algo, "auto") == 0) return CPU_ALGO_AUTO;
+  if (strcasecmp(algo, "ring") == 0) return CPU_ALGO_RING;
+  if (strcasecmp(algo, "rd") == 0) return CPU_ALGO_RD;
+  return -1;
+}
+
+coll_status_t coll__cpu_env_check(void) {
+  if (env_algo() >= 0) return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "COLL_ALGO='%s' is not auto, ring or rd",
+                   coll__env(COLL_ENV_ALGO));
+}
+
+/* Checked by coll__cpu_env_check before. */
+static void read_tuning(coll_cpu_t *cpu) {
   int64_t v;
-  cpu->algo = CPU_ALGO_AUTO;
-  if (algo != NULL) {
-    if (strcasecmp(algo, "ring") == 0) cpu->algo = CPU_ALGO_RING;
-    else if (strcasecmp(algo, "rd") == 0) cpu->algo = CPU_ALGO_RD;
-    else if (strcasecmp(algo, "auto") != 0)
-      COLL_WARN(COLL_LOG_INIT, "COLL_ALGO=%s is not auto, ring or rd; using "
-                "auto", algo);
-  }
+  cpu->algo = (cpu_algo_t)env_algo();
   cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
   if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
     cpu->ring_threshold = (size_t)v;
@@ -86,6 +95,11 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   coll_comm_t *c = NULL;
   coll_status_t s;
   *out = NULL;
+  s = coll__cpu_env_check();
+  if (s != COLL_OK) {
+    coll_transport_destroy(t);
+    return s;
+  }
   cpu = calloc(1, sizeof *cpu);
   if (cpu == NULL) {
     coll_transport_destroy(t);

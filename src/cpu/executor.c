@@ -64,7 +64,7 @@ static coll_status_t req_new(coll_cpu_t *cpu, const coll_work_t *w,
   coll_status_t s;
   if (r == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory for a request",
-                     coll__work_name(w->kind));
+                     coll__work_what(w));
   s = coll__work_dup(&r->work, w);
   if (s != COLL_OK) {
     free(r);
@@ -101,7 +101,7 @@ coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
       uv_mutex_unlock(&cpu->mu);
       req_free(r);
       return coll__err(COLL_ERR_SYSTEM, "%s: cannot start the comm's thread",
-                       coll__work_name(w->kind));
+                       coll__work_what(w));
     }
     cpu->thread_started = 1;
   }
@@ -158,7 +158,7 @@ void coll__cpu_executor_stop(coll_cpu_t *cpu) {
     char msg[COLL_ERRMSG_MAX];
     next = r->next;
     snprintf(msg, sizeof msg, "%s: the comm was destroyed before it ran",
-             coll__work_name(r->work.kind));
+             coll__work_what(&r->work));
     req_complete(r, COLL_ERR_ABORTED, msg);
   }
   if (cpu->thread_started) {

@@ -40,8 +40,11 @@ static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
 }
 
 coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
-  coll_desc_t d = {(uint32_t)w->kind, (int32_t)w->dtype, (int32_t)w->op, -1,
-                   (uint64_t)w->count};
+  coll_desc_t d = {.kind = (uint32_t)w->kind,
+                   .dtype = (int32_t)w->dtype,
+                   .op = (int32_t)w->op,
+                   .root = -1,
+                   .count = (uint64_t)w->count};
   if (w->kind == COLL_WORK_ALLGATHER) d.op = -1;
   COLL_CHECK(coll__cpu_agree(cpu, &d));
   return w->kind == COLL_WORK_ALLGATHER ? allgather(cpu, w)

@@ -27,8 +27,11 @@ static coll_status_t reduce(coll_cpu_t *cpu, const coll_work_t *w) {
 }
 
 coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w) {
-  coll_desc_t d = {(uint32_t)w->kind, (int32_t)w->dtype, (int32_t)w->op,
-                   (int32_t)w->root, (uint64_t)w->count};
+  coll_desc_t d = {.kind = (uint32_t)w->kind,
+                   .dtype = (int32_t)w->dtype,
+                   .op = (int32_t)w->op,
+                   .root = (int32_t)w->root,
+                   .count = (uint64_t)w->count};
   coll_algo_ctx_t ctx;
   if (w->kind == COLL_WORK_BARRIER) {
     d.dtype = d.op = d.root = -1;

@@ -77,7 +77,7 @@ static int is_fatal(coll_status_t s) {
 }
 
 coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
-  const char *what = coll__work_name(w->kind);
+  const char *what = coll__work_what(w);
   coll_status_t s;
   COLL_CHECK(coll__cpu_check_usable(cpu, what));
   coll__err_clear();

@@ -152,12 +152,11 @@ COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
   if (ndev < 1)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "group_create: the device list is empty (ndev %d)", ndev);
-  if (cfg != NULL && cfg->size < offsetof(coll_comm_config_t, timeout_ms) +
-                                     sizeof(int64_t))
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "group_create: config size %zu is too small; start from "
-                     "COLL_COMM_CONFIG_INIT",
-                     cfg->size);
+  COLL_CHECK(coll__config_check(cfg, "group_create"));
+  if (coll__env_timeout_check() != COLL_OK) {
+    coll__err_prefix("group_create");
+    return COLL_ERR_INVALID_ARG;
+  }
   COLL_CHECK(coll__nccl_ready("group_create", &t));
   COLL_CHECK(check_devices(t, devices, ndev));
   g = calloc(1, sizeof *g);
@@ -196,6 +195,7 @@ done:
 COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
                                                coll_abort_handle_t **out) {
   coll__err_clear();
+  if (out != NULL) *out = NULL;
   if (g == NULL || out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "group_abort_handle: %s is NULL",
                      g == NULL ? "group" : "out");

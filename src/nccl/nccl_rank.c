@@ -81,6 +81,11 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     return coll__err(COLL_ERR_INVALID_ARG,
                      "comm_init_rank: rank %d is out of range for world %d",
                      rank, world);
+  COLL_CHECK(coll__config_check(cfg, "comm_init_rank"));
+  if (coll__env_timeout_check() != COLL_OK) {
+    coll__err_prefix("comm_init_rank");
+    return COLL_ERR_INVALID_ARG;
+  }
   COLL_CHECK(coll__nccl_ready("comm_init_rank", &t));
   /* Claimed for this init from the start: a handle serves one init. */
   if (h != NULL) COLL_CHECK(coll__abort_handle_bind(h, "comm_init_rank"));

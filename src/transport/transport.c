@@ -2,6 +2,7 @@
 /* transport.c: validating a provider's vtable and calling its slots. */
 #include "transport/transport.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,11 @@
 #define OPS_HAS(ops, slot) \
   ((ops)->size >= offsetof(coll_transport_ops_t, slot) + sizeof((ops)->slot))
 
+/* The one rule for ctx: it becomes the transport's only when this call
+ * returns COLL_OK. On any failure no slot of the table is called, so the
+ * caller frees ctx as it would have without calling us. (Calling destroy on
+ * some failures would need the slot to be trusted, which a table that is
+ * NULL or too small cannot be; one rule is easier to get right.) */
 coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
                                     int rank, int world,
                                     coll_transport_t **out) {
@@ -18,59 +24,52 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
   coll_status_t s = COLL_ERR_INVALID_ARG;
   coll__err_clear();
   if (out != NULL) *out = NULL;
-  if (ops == NULL) {
-    coll__err(s, "transport_create: ops is NULL");
-    goto refuse;
-  }
-  if (!OPS_HAS(ops, destroy)) {
-    coll__err(s,
-              "transport_create: ops->size %zu is too small for the mandatory "
-              "slots (need %zu)",
-              ops->size,
-              offsetof(coll_transport_ops_t, destroy) + sizeof(ops->destroy));
-    goto refuse;
-  }
+  if (ops == NULL)
+    return coll__err(s, "transport_create: ops is NULL");
+  if (!OPS_HAS(ops, destroy))
+    return coll__err(s,
+                     "transport_create: ops->size %zu is too small for the "
+                     "mandatory slots (need %zu)",
+                     ops->size,
+                     offsetof(coll_transport_ops_t, destroy) +
+                         sizeof(ops->destroy));
+  if (ops->version < 1 || ops->version > COLL_TRANSPORT_OPS_VERSION)
+    return coll__err(s,
+                     "transport_create: transport '%.32s' has ops->version "
+                     "%u; this libcoll knows versions 1..%u (set it to "
+                     "COLL_TRANSPORT_OPS_VERSION)",
+                     ops->name ? ops->name : "?", ops->version,
+                     (unsigned)COLL_TRANSPORT_OPS_VERSION);
   if (ops->isend == NULL || ops->irecv == NULL || ops->wait == NULL ||
-      ops->abort == NULL || ops->destroy == NULL) {
-    coll__err(s, "transport_create: transport '%s' lacks mandatory slot %s",
-              ops->name ? ops->name : "?",
-              ops->isend == NULL   ? "isend"
-              : ops->irecv == NULL ? "irecv"
-              : ops->wait == NULL  ? "wait"
-              : ops->abort == NULL ? "abort"
-                                   : "destroy");
-    goto refuse;
-  }
-  if (out == NULL) {
-    coll__err(s, "transport_create: out is NULL");
-    goto refuse;
-  }
-  if (world < 1 || rank < 0 || rank >= world) {
-    coll__err(s, "transport_create: rank %d out of range for world %d", rank,
-              world);
-    goto refuse;
-  }
+      ops->abort == NULL || ops->destroy == NULL)
+    return coll__err(s,
+                     "transport_create: transport '%.32s' lacks mandatory "
+                     "slot %s",
+                     ops->name ? ops->name : "?",
+                     ops->isend == NULL   ? "isend"
+                     : ops->irecv == NULL ? "irecv"
+                     : ops->wait == NULL  ? "wait"
+                     : ops->abort == NULL ? "abort"
+                                          : "destroy");
+  if (out == NULL) return coll__err(s, "transport_create: out is NULL");
+  if (world < 1 || rank < 0 || rank >= world)
+    return coll__err(s, "transport_create: rank %d out of range for world %d",
+                     rank, world);
   t = calloc(1, sizeof *t);
-  if (t == NULL) {
-    s = coll__err(COLL_ERR_NO_MEMORY, "transport_create: out of memory");
-    goto refuse;
-  }
+  if (t == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "transport_create: out of memory");
   memcpy(&t->ops, ops, ops->size < sizeof t->ops ? ops->size : sizeof t->ops);
   t->ops.size = sizeof t->ops;
   if (!OPS_HAS(ops, barrier)) t->ops.barrier = NULL;
-  if (t->ops.name == NULL) t->ops.name = "custom";
+  /* The name is copied: the provider's string may be freed after this. */
+  snprintf(t->name, sizeof t->name, "%s", ops->name ? ops->name : "custom");
+  t->ops.name = t->name;
   t->ctx = ctx;
   t->rank = rank;
   t->world = world;
   atomic_init(&t->aborted, 0);
   *out = t;
   return COLL_OK;
-
-refuse:
-  /* ctx is ours once we are called: free it when the table says how. */
-  if (ops != NULL && OPS_HAS(ops, destroy) && ops->destroy != NULL)
-    ops->destroy(ctx);
-  return s;
 }
 
 void coll_transport_destroy(coll_transport_t *t) {

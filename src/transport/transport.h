@@ -8,8 +8,13 @@
 
 #include "coll.h"
 
+/* Longest provider name kept (longer ones are cut). */
+#define COLL_TRANSPORT_NAME_MAX 32
+
 struct coll_transport {
-  coll_transport_ops_t ops; /* copied; slots past the provider's size NULL */
+  coll_transport_ops_t ops; /* copied; slots past the provider's size NULL;
+                               ops.name points at name[] below */
+  char name[COLL_TRANSPORT_NAME_MAX];
   void *ctx;
   int rank;
   int world;

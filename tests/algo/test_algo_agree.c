@@ -54,7 +54,10 @@ static void rank_main(int rank, int n, void *p) {
   size_t i;
   for (i = 0; i < a->nsc; i++) {
     const scen_t *s = &a->sc[i];
-    coll_desc_t d = {COLL_WORK_ALLREDUCE, COLL_F32, COLL_SUM, 0, 100};
+    coll_desc_t d = {.kind = COLL_WORK_ALLREDUCE,
+                     .dtype = COLL_F32,
+                     .op = COLL_SUM,
+                     .count = 100};
     coll_algo_ctx_t ctx;
     size_t k = i * (size_t)n + (size_t)rank;
     if (rank == s->pos) change(&d, s->field);

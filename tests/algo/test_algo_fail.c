@@ -58,7 +58,10 @@ static void rank_main(int rank, int n, void *p) {
   at_ctx(a->w, rank, 7, c.seg, a->timeout_ms, &ctx);
   t0 = test_now_ms();
   if (a->kind == AGREE_KIND) {
-    coll_desc_t d = {COLL_WORK_ALLREDUCE, COLL_F32, COLL_SUM, 0, c.count};
+    coll_desc_t d = {.kind = COLL_WORK_ALLREDUCE,
+                     .dtype = COLL_F32,
+                     .op = COLL_SUM,
+                     .count = c.count};
     a->status[rank] = coll__agree(&ctx, &d);
   } else {
     a->status[rank] = at_call(&c, &ctx, buf);

@@ -162,7 +162,9 @@ static void outlive_rank(int rank, int world, void *arg) {
   CHECK(coll_comm_destroy(c[0]) == COLL_OK);
   CHECK(coll_abort(h1) == COLL_OK);
   CHECK(coll_abort(h2) == COLL_OK);
-  (void)coll_is_aborted(h1);
+  /* A no-op: the handles say what happened to the comm while it lived. */
+  CHECK(coll_is_aborted(h1) == 0);
+  CHECK(coll_is_aborted(h2) == 0);
   coll_abort_handle_release(h1);
   CHECK(coll_abort(h2) == COLL_OK);
   coll_abort_handle_release(h2);
@@ -187,6 +189,26 @@ static void outlive_rank(int rank, int world, void *arg) {
   CHECK(coll_is_aborted(h1) == 1);
   CHECK(coll_abort(h1) == COLL_OK);
   coll_abort_handle_release(h1);
+  /* A handle made before its comm: aborting it before the comm exists
+   * marks it (that is how a watchdog ends a creation that waits); once
+   * its comm was destroyed, an abort is a no-op as for any comm's. */
+  {
+    coll_transport_t *t[1];
+    coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+    coll_comm_t *cc = NULL;
+    CHECK(coll_abort_handle_create(&h1) == COLL_OK);
+    CHECK(coll_abort(h1) == COLL_OK);
+    CHECK(coll_is_aborted(h1) == 1);
+    coll_abort_handle_release(h1);
+    CHECK(coll_abort_handle_create(&h1) == COLL_OK);
+    cfg.abort_handle = h1;
+    CHECK(coll_inproc_create(1, t) == COLL_OK);
+    CHECK(coll_comm_create(t[0], &cfg, &cc) == COLL_OK);
+    CHECK(coll_comm_destroy(cc) == COLL_OK);
+    CHECK(coll_abort(h1) == COLL_OK);
+    CHECK(coll_is_aborted(h1) == 0);
+    coll_abort_handle_release(h1);
+  }
 }
 
 static void test_handle_outlives_comm(void **state) {

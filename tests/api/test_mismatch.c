@@ -164,6 +164,101 @@ static void test_mismatch(void **state) {
   end("mismatched arguments");
 }
 
+/* ---- batches that differ ------------------------------------------------
+ * The text names the batch as the user called it and lists its buffers;
+ * the descriptor's internals (a hash of the list) never show. */
+
+#define BATCH_WORLD 3
+
+typedef struct bcase {
+  const char *what;
+  int odd_n;                 /* rank 1's buffers; the others pass two */
+  coll_buffer_t odd[3];      /* data filled in by the rank */
+  int plain;                 /* rank 1 calls coll_allreduce instead */
+  const char *want[3];       /* words every rank's text must hold */
+  const char *want_odd;      /* and rank 1's, which lists its own buffers */
+} bcase_t;
+
+static const bcase_t k_bcases[] = {
+    {"one buffer more",
+     3,
+     {{NULL, 1000, COLL_F32}, {NULL, 1000, COLL_F32}, {NULL, 8, COLL_F16}},
+     0,
+     {"allreduce_batch: ", "rank 1 has 3 buffers (f32 1000", "2 buffers"},
+     "3 buffers (f32 1000, f32 1000, f16 8)"},
+    {"same count, other dtype",
+     2,
+     {{NULL, 1000, COLL_F32}, {NULL, 1000, COLL_I32}},
+     0,
+     {"allreduce_batch: ", "a different list", "2 buffers (f32 1000, "},
+     "rank 1 has 2 buffers (f32 1000, i32 1000)"},
+    {"a batch against an allreduce",
+     0,
+     {{NULL, 0, COLL_F32}},
+     1,
+     {"allreduce_batch", "collective allreduce,", "count 2000"},
+     NULL},
+};
+#define NBCASES ((int)(sizeof k_bcases / sizeof k_bcases[0]))
+
+static void batch_mismatch_rank(int rank, int world, void *arg) {
+  coll_comm_t **comms = arg;
+  float *mem = calloc(4000, sizeof(float));
+  int i, j;
+  (void)world;
+  if (mem == NULL) {
+    t_fail(&g_fails, "out of memory in the test");
+    return;
+  }
+  for (i = 0; i < NBCASES; i++) {
+    const bcase_t *bc = &k_bcases[i];
+    coll_buffer_t bufs[3] = {{mem, 1000, COLL_F32},
+                             {mem + 1000, 1000, COLL_F32},
+                             {NULL, 0, COLL_F32}};
+    int n = 2;
+    coll_status_t s;
+    const char *text;
+    if (rank == 1 && bc->odd_n > 0) {
+      n = bc->odd_n;
+      for (j = 0; j < n; j++) {
+        bufs[j] = bc->odd[j];
+        bufs[j].data = mem + 1000 * j;
+      }
+    }
+    if (rank == 1 && bc->plain)
+      s = coll_allreduce(comms[rank], mem, mem, 2000, COLL_F32, COLL_SUM,
+                         NULL);
+    else
+      s = coll_allreduce_batch(comms[rank], bufs, (size_t)n, COLL_SUM, NULL);
+    if (!t_expect(&g_fails, s, COLL_ERR_LENGTH_MISMATCH,
+                  "batch mismatch \"%s\" on rank %d", bc->what, rank))
+      continue;
+    text = coll_last_error();
+    for (j = 0; j < 3; j++)
+      if (bc->want[j] != NULL && strstr(text, bc->want[j]) == NULL)
+        t_fail(&g_fails, "batch mismatch \"%s\" rank %d: \"%s\" lacks \"%s\"",
+               bc->what, rank, text, bc->want[j]);
+    if (rank == 1 && bc->want_odd != NULL && strstr(text, bc->want_odd) == NULL)
+      t_fail(&g_fails, "batch mismatch \"%s\" rank 1: \"%s\" lacks \"%s\"",
+             bc->what, text, bc->want_odd);
+    if (strstr(text, "root") != NULL)
+      t_fail(&g_fails, "batch mismatch \"%s\" rank %d: \"%s\" shows a root",
+             bc->what, rank, text);
+  }
+  free(mem);
+}
+
+static void test_batch_mismatch(void **state) {
+  coll_comm_t *comms[BATCH_WORLD];
+  (void)state;
+  begin();
+  assert_int_equal(test_inproc_comms(BATCH_WORLD, 20000, comms), 0);
+  test_run_ranks(BATCH_WORLD, batch_mismatch_rank, comms, RUN_TIMEOUT_MS,
+                 "batches that differ");
+  test_destroy_comms(BATCH_WORLD, comms);
+  end("batches that differ");
+}
+
 /* ---- use after abort --------------------------------------------------- */
 
 static void aborted_rank(int rank, int world, void *arg) {
@@ -232,6 +327,7 @@ static void test_use_after_abort(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_batch_mismatch),
       cmocka_unit_test(test_use_after_abort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

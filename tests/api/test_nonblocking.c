@@ -383,35 +383,58 @@ static void send_recv(ctx_t *c, int rank) {
 }
 
 /* A message longer than the receive buffer: LENGTH_MISMATCH, nothing
- * written past the buffer. Last on the comm. */
+ * written past the buffer, and *received left as it was (it is written
+ * only on success), whether the receive is blocking, waited or tested.
+ * A message that is not a whole number of elements is a mismatch too.
+ * Last on the comm. */
+#define UNTOUCHED ((size_t)12345)
 static void too_long(ctx_t *c, int rank) {
-  int peer = rank ^ 1, sender = !(rank & 1), i;
+  int peer = rank ^ 1, sender = !(rank & 1), i, k;
   int32_t big[100], small[10 + 16];
   coll_status_t s;
   coll_comm_t *comm = c->comms[rank];
   if (sender) {
-    coll_request_t *r = NULL;
-    fill_i32(big, 100, rank, 9);
-    s = coll_isend(comm, big, 100, COLL_I32, peer, 9, &r);
-    if (t_expect(&c->fails, s, COLL_OK, "isend of 100 elements")) {
+    for (k = 0; k < 4; k++) {
+      coll_request_t *r = NULL;
+      fill_i32(big, 100, rank, 9 + k);
+      s = k < 3 ? coll_isend(comm, big, 100, COLL_I32, peer, 9 + k, &r)
+                : coll_isend(comm, big, 5, COLL_U8, peer, 9 + k, &r);
+      if (!t_expect(&c->fails, s, COLL_OK, "isend %d", k)) continue;
       s = coll_wait(r);
       /* The sender learns either nothing (OK) or the mismatch. */
       if (s != COLL_OK && s != COLL_ERR_LENGTH_MISMATCH)
         t_fail(&c->fails, "sender of a too-long message: %s (%s)",
                coll_status_name(s), coll_last_error());
     }
-  } else {
-    size_t got = 0;
+    return;
+  }
+  for (k = 0; k < 4; k++) {
+    static const char *const how[4] = {"recv", "irecv+wait", "irecv+test",
+                                       "recv of 5 bytes as i32"};
+    size_t got = UNTOUCHED;
+    coll_request_t *r = NULL;
+    int done = 0;
     for (i = 0; i < 26; i++) small[i] = -7;
-    s = coll_recv(comm, small, 10, COLL_I32, peer, 9, &got);
+    if (k == 0 || k == 3) {
+      s = coll_recv(comm, small, 10, COLL_I32, peer, 9 + k, &got);
+    } else {
+      s = coll_irecv(comm, small, 10, COLL_I32, peer, 9 + k, &got, &r);
+      if (!t_expect(&c->fails, s, COLL_OK, "%s: irecv", how[k])) continue;
+      while (k == 2 && !done && coll_test(r, &done) == COLL_OK && !done)
+        test_sleep_ms(1);
+      s = coll_wait(r);
+    }
     if (t_expect(&c->fails, s, COLL_ERR_LENGTH_MISMATCH,
-                 "recv of 100 elements into 10, rank %d", rank) &&
+                 "%s of a too-long message, rank %d", how[k], rank) &&
         coll_last_error()[0] == '\0')
-      t_fail(&c->fails, "recv of a too-long message: no error text");
+      t_fail(&c->fails, "%s of a too-long message: no error text", how[k]);
+    if (got != UNTOUCHED)
+      t_fail(&c->fails, "%s of a too-long message set *received to %zu",
+             how[k], got);
     for (i = 10; i < 26; i++)
       if (small[i] != -7) {
-        t_fail(&c->fails, "recv of a too-long message wrote past the buffer "
-               "(element %d)", i);
+        t_fail(&c->fails, "%s of a too-long message wrote past the buffer "
+               "(element %d)", how[k], i);
         break;
       }
   }

@@ -96,6 +96,52 @@ static void test_master_errors(void **state) {
               "MASTER_ADDR 'no-such-host.invalid' does not resolve");
 }
 
+/* Knobs with values libcoll does not know are refused at creation, naming
+ * the variable, before any rank is waited for; the comm constructors over
+ * a transport refuse them too (and free the transport they took). */
+static void test_knob_errors(void **state) {
+  coll_transport_t *t[1];
+  coll_comm_t *c = (coll_comm_t *)0x1;
+  coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT;
+  int64_t t0;
+  (void)state;
+  set_env("1", "2", "127.0.0.1", "29500");
+  setenv("COLL_BACKEND", "cpu", 1);
+  setenv("COLL_TIMEOUT_MS", "2s", 1);
+  t0 = test_now_ms();
+  expect_fail(COLL_ERR_INVALID_ARG, "COLL_TIMEOUT_MS='2s' is not a number");
+  assert_true(test_now_ms() - t0 < 1000);
+  assert_int_equal(coll_inproc_create(1, t), COLL_OK);
+  assert_int_equal(coll_comm_create(t[0], NULL, &c), COLL_ERR_INVALID_ARG);
+  assert_non_null(strstr(coll_last_error(), "COLL_TIMEOUT_MS='2s'"));
+  assert_null(c);
+  cfg.rank = 0;
+  cfg.world = 2;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = 29500;
+  assert_int_equal(coll_tcp_create(&cfg, &t[0]), COLL_ERR_INVALID_ARG);
+  assert_non_null(strstr(coll_last_error(), "COLL_TIMEOUT_MS='2s'"));
+  setenv("COLL_TIMEOUT_MS", "2000", 1);
+  setenv("COLL_ALGO", "tree", 1);
+  t0 = test_now_ms();
+  expect_fail(COLL_ERR_INVALID_ARG, "COLL_ALGO='tree' is not auto, ring or rd");
+  assert_true(test_now_ms() - t0 < 1000);
+  c = (coll_comm_t *)0x1;
+  assert_int_equal(coll_inproc_create(1, t), COLL_OK);
+  assert_int_equal(coll_comm_create(t[0], NULL, &c), COLL_ERR_INVALID_ARG);
+  assert_non_null(strstr(coll_last_error(), "COLL_ALGO='tree'"));
+  assert_null(c);
+  /* Known values, in any case, still work. */
+  setenv("COLL_ALGO", "RING", 1);
+  setenv("COLL_TIMEOUT_MS", "-1", 1);
+  assert_int_equal(coll_inproc_create(1, t), COLL_OK);
+  assert_int_equal(coll_comm_create(t[0], NULL, &c), COLL_OK);
+  assert_int_equal(coll_comm_destroy(c), COLL_OK);
+  unsetenv("COLL_ALGO");
+  unsetenv("COLL_BACKEND");
+  setenv("COLL_TIMEOUT_MS", "2000", 1);
+}
+
 static void test_bad_ifname(void **state) {
   (void)state;
   set_env("1", "2", "127.0.0.1", "29500");
@@ -322,6 +368,7 @@ int main(void) {
       cmocka_unit_test(test_rank_errors),
       cmocka_unit_test(test_world_errors),
       cmocka_unit_test(test_master_errors),
+      cmocka_unit_test(test_knob_errors),
       cmocka_unit_test(test_bad_ifname),
       cmocka_unit_test(test_port_in_use),
       cmocka_unit_test(test_master_not_local),

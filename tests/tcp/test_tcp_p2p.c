@@ -2,7 +2,9 @@
 /* test_tcp_p2p.c: the TCP transport moving data between real processes over
  * 127.0.0.1 and ::1: every pair at several sizes, FIFO per tag, early and
  * posted receives, too-long messages, multi-frame messages, sends to self,
- * and a wait that times out and is waited again. */
+ * a wait that times out and is waited again, and two threads posting and
+ * waiting on one endpoint at once. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -408,6 +410,76 @@ static void test_self_and_timeout_retry(void **state) {
   tt_job_fini(&job);
 }
 
+/* ---- two threads on one endpoint ------------------------------------------
+ * A CPU comm posts and waits from two threads at once: its worker runs a
+ * collective while the user's thread runs point-to-point. Each thread here
+ * runs its own ping-pong on its own tag, with the two waits overlapping, so
+ * completions by the loop thread must wake the right waiter. */
+
+#define PP_ROUNDS 400
+
+typedef struct pp_arg {
+  tt_job_t *job;
+  coll_transport_t *t;
+  int rank;
+  uint32_t tag;
+  size_t bytes;
+  int rc;
+} pp_arg_t;
+
+static void *pingpong(void *p) {
+  pp_arg_t *a = p;
+  uint8_t *sb = xmalloc(a->bytes), *rb = xmalloc(a->bytes);
+  int peer = 1 - a->rank, i;
+  size_t len;
+  for (i = 0; i < PP_ROUNDS && a->rc == 0; i++) {
+    coll_treq_t r, s;
+    coll_status_t st;
+    tt_fill(sb, a->bytes, a->rank, peer, i);
+    st = coll__t_irecv(a->t, peer, a->tag, rb, a->bytes, &r);
+    if (st == COLL_OK && a->rank == 1) st = wait_len(a->t, r, &len);
+    if (st == COLL_OK) st = coll__t_isend(a->t, peer, a->tag, sb, a->bytes, &s);
+    if (st == COLL_OK) st = wait_len(a->t, s, NULL);
+    if (st == COLL_OK && a->rank == 0) st = wait_len(a->t, r, &len);
+    if (st != COLL_OK) {
+      a->rc = tt_failed(a->job, a->rank, "ping-pong", st);
+    } else if (len != a->bytes || !tt_check(rb, len, peer, a->rank, i)) {
+      fprintf(stderr, "rank %d tag %u round %d: bad message\n", a->rank,
+              a->tag, i);
+      a->rc = 2;
+    }
+  }
+  free(sb);
+  free(rb);
+  return NULL;
+}
+
+static int rank_two_threads(tt_job_t *job, int rank, int world, void *arg) {
+  coll_transport_t *t;
+  pp_arg_t a = {job, NULL, rank, 1, 64 * 1024, 0};
+  pp_arg_t b = {job, NULL, rank, 2, 100, 0};
+  pthread_t th;
+  (void)arg;
+  TRY(tt_create(job, rank, world, &t), "create");
+  a.t = b.t = t;
+  if (pthread_create(&th, NULL, pingpong, &b) != 0) return 3;
+  pingpong(&a);
+  pthread_join(th, NULL);
+  coll_transport_destroy(t);
+  return a.rc != 0 ? a.rc : b.rc;
+}
+
+static void test_two_threads(void **state) {
+  tt_job_t job;
+  char msg[256];
+  (void)state;
+  assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
+  /* A wait that sleeps forever would hang: the job's bound is short. */
+  if (tt_run(&job, 2, rank_two_threads, NULL, 60000, msg, sizeof msg) != 0)
+    fail_msg("two threads: %s", msg);
+  tt_job_fini(&job);
+}
+
 /* A job of one rank needs no sockets. */
 static void test_world1(void **state) {
   tt_job_t job;
@@ -441,6 +513,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_early_and_posted),
       cmocka_unit_test(test_length_mismatch),
       cmocka_unit_test(test_self_and_timeout_retry),
+      cmocka_unit_test(test_two_threads),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]); /* e.g. "*kill*" */
   return cmocka_run_group_tests(tests, NULL, NULL);

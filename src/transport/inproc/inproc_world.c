@@ -192,12 +192,14 @@ fail:
   if (w != NULL) {
     char msg[COLL_ERRMSG_MAX];
     coll__err_save(msg);
-    /* coll_transport_create already destroyed endpoint `made`. */
+    /* Endpoints [0, made) belong to their transports; the others, `made`
+     * included (a failed coll_transport_create leaves ctx to us), are
+     * still ours. */
     for (i = 0; i < made; i++) {
       coll_transport_destroy(out[i]);
       out[i] = NULL;
     }
-    for (i = made + 1; i < world; i++) inproc__destroy(&w->eps[i]);
+    for (i = made; i < world; i++) inproc__destroy(&w->eps[i]);
     coll__err_restore(msg);
   }
   return s;

@@ -27,10 +27,10 @@ void coll__tcp_req_complete(tcp_req_t *r, coll_status_t s, const char *text) {
   r->status = s;
   r->errtext = text;
   /* The waiter may free r as soon as it sees done: touch it no more. The
-   * waiter publishes `poller` before it last checks done (both seq_cst),
-   * so either it sees done or this sees it sleeping. */
+   * waiter counts itself in `pollers` before it last checks done (both
+   * seq_cst), so either it sees done or this sees it sleeping. */
   atomic_store(&r->done, 1);
-  if (atomic_load(&t->poller)) {
+  if (atomic_load(&t->pollers) > 0) {
     uint64_t one = 1;
     /* Cannot fail short of a counter overflow, which still wakes it. */
     ssize_t k = write(t->wake_fd, &one, sizeof one);

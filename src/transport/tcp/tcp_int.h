@@ -5,7 +5,10 @@
  * Threads. The caller's thread posts and waits, and while it waits it
  * drives the connection of the request it waits for itself: it reads or
  * writes that socket and sleeps in poll() on it, so a small message costs
- * one wakeup, as with a plain blocking socket. One libuv loop thread per
+ * one wakeup, as with a plain blocking socket. Two callers may post and
+ * wait at once (a comm's worker and the user's point-to-point calls), on
+ * different requests; a request may be waited by another thread than the
+ * one that posted it. One libuv loop thread per
  * transport is the backstop: it always watches every connection for the
  * peer closing (so a lost peer fails everything at once, whoever waits),
  * and it moves the other pending work (sends queued to, receives posted
@@ -159,22 +162,25 @@ struct tcp_transport {
   atomic_int closing;  /* destroy began: peers leaving is expected */
 
   /* The caller's wait: which connection and direction it drives itself
-   * (the loop thread keeps off it), and whether it sleeps in poll() (then
-   * a completion by another thread writes wake_fd). */
+   * (the loop thread keeps off it; with two callers waiting, the latest
+   * one's), and how many callers sleep in poll() (while any does, a
+   * completion by another thread writes wake_fd; the last sleeper to leave
+   * drains it, so a wakeup is never taken from a sleeper still counted). */
   atomic_int npend_all; /* sum of every connection's npend */
-  atomic_int wait_peer; /* -1 when the caller is not waiting */
+  atomic_int wait_peer; /* -1 when no caller is waiting */
   atomic_int wait_dir;
-  atomic_int poller;
+  atomic_int pollers;
   int wake_fd; /* eventfd */
 
-  /* free requests, caller's thread only */
+  /* free requests; callers of isend/irecv/wait, under req_mu */
+  uv_mutex_t req_mu;
   tcp_req_t *req_free;
   int nreq_free;
 
   uv_loop_t loop;
   uv_async_t async;
   uv_thread_t thread;
-  int loop_init, async_init, thread_started;
+  int loop_init, async_init, thread_started, req_mu_init;
 };
 
 /* 1 once nothing may move on c any more: the transport was aborted or

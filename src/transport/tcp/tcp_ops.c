@@ -17,15 +17,18 @@
 
 static const char *const aborted_text = "tcp: transport aborted";
 
-/* Requests are recycled: no malloc per message. Caller's thread only. */
+/* Requests are recycled: no malloc per message. The lock is uncontended
+ * unless two callers post or finish at the same moment. */
 static tcp_req_t *req_alloc(tcp_transport_t *t) {
-  tcp_req_t *r = t->req_free;
+  tcp_req_t *r;
+  uv_mutex_lock(&t->req_mu);
+  r = t->req_free;
   if (r != NULL) {
     t->req_free = r->next;
     t->nreq_free--;
-  } else if ((r = malloc(sizeof *r)) == NULL) {
-    return NULL;
   }
+  uv_mutex_unlock(&t->req_mu);
+  if (r == NULL && (r = malloc(sizeof *r)) == NULL) return NULL;
   r->next = NULL;
   r->got = 0;
   r->status = COLL_OK;
@@ -35,13 +38,15 @@ static tcp_req_t *req_alloc(tcp_transport_t *t) {
 }
 
 static void req_release(tcp_transport_t *t, tcp_req_t *r) {
-  if (t->nreq_free >= REQ_CACHE_MAX) {
-    free(r);
-    return;
+  uv_mutex_lock(&t->req_mu);
+  if (t->nreq_free < REQ_CACHE_MAX) {
+    r->next = t->req_free;
+    t->req_free = r;
+    t->nreq_free++;
+    r = NULL;
   }
-  r->next = t->req_free;
-  t->req_free = r;
-  t->nreq_free++;
+  uv_mutex_unlock(&t->req_mu);
+  free(r);
 }
 
 void coll__tcp_req_cache_free(tcp_transport_t *t) {
@@ -202,11 +207,13 @@ static void sleep_on(tcp_transport_t *t, tcp_req_t *r, int ms) {
   if (r->conn->fd >= 0)
     pf[n++] = (struct pollfd){r->conn->fd,
                               r->kind == TCP_REQ_RECV ? POLLIN : POLLOUT, 0};
-  atomic_store(&t->poller, 1);
+  atomic_fetch_add(&t->pollers, 1);
   if (!req_done(r)) (void)poll(pf, n, ms);
-  atomic_store(&t->poller, 0);
-  if (pf[0].revents & POLLIN) {
-    /* Drains the wakeups; a later one only makes the next poll() return. */
+  /* Only the last sleeper out drains the wakeups: one written for another
+   * sleeper that is still counted (perhaps not yet inside poll()) must stay
+   * until it has seen it. A later wakeup only makes the next poll()
+   * return. */
+  if (atomic_fetch_sub(&t->pollers, 1) == 1) {
     ssize_t k = read(t->wake_fd, &v, sizeof v);
     (void)k;
   }
@@ -242,7 +249,11 @@ static int drive_until(tcp_transport_t *t, tcp_req_t *r, int64_t timeout_ms) {
     if (coll__now_ns() < spin_end) continue;
     sleep_on(t, r, poll_ms(end));
   }
-  atomic_store(&t->wait_peer, -1);
+  {
+    /* Leaves another caller's claim in place. */
+    int mine = c->peer;
+    atomic_compare_exchange_strong(&t->wait_peer, &mine, -1);
+  }
   if (atomic_load(&c->npend[dir]) > 0) coll__tcp_loop_kick(t);
   return req_done(r);
 }

@@ -109,6 +109,7 @@ static void tcp_destroy(void *ctx) {
     uv_mutex_destroy(&c->smu);
   }
   coll__tcp_req_cache_free(t);
+  if (t->req_mu_init) uv_mutex_destroy(&t->req_mu);
   if (t->wake_fd >= 0) close(t->wake_fd);
   free(t->conns);
   free(t);
@@ -186,6 +187,11 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   t->world = o->world;
   t->x = *x;
   atomic_init(&t->wait_peer, -1);
+  if (uv_mutex_init(&t->req_mu) != 0) {
+    s = coll__err(COLL_ERR_SYSTEM, "tcp: cannot create a mutex");
+    goto fail;
+  }
+  t->req_mu_init = 1;
   t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (t->wake_fd < 0) {
     s = coll__err(COLL_ERR_SYSTEM, "tcp: eventfd(): %s", strerror(errno));
@@ -197,8 +203,11 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   for (i = 0; i < o->world; i++) t->conns[i].fd = i == o->rank ? -1 : fds[i];
   COLL_CHECK_GOTO(coll__tcp_loop_start(t), s, fail);
   free(fds);
-  /* From here t belongs to the wrapper, which destroys it on failure. */
-  return coll_transport_create(&tcp_ops, t, o->rank, o->world, out);
+  fds = NULL;
+  /* t belongs to the wrapper only once it was created. */
+  COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out),
+                  s, fail);
+  return COLL_OK;
 fail:
   free(fds);
   tcp_destroy(t);
