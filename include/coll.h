@@ -530,9 +530,8 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
  * request), TIMEOUT (the comm's timeout passed; the text names the peer
  * waited for), PEER_LOST (naming the rank), PROTOCOL, LENGTH_MISMATCH (the
  * ranks disagree; NCCL comms: only with COLL_CHECK_MISMATCH=1), BACKEND
- * (NCCL or CUDA said so),
- * NOT_AVAILABLE (device memory where CUDA is not usable). Which of them
- * stick is under "Sticky failures" at the top. */
+ * (NCCL or CUDA said so), NOT_AVAILABLE (device memory where CUDA is not
+ * usable). Which of them stick is under "Sticky failures" at the top. */
 
 /* recv = the reduction with op of every rank's send (count elements of
  * dt), on every rank. */
