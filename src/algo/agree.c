@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "algo/algo_util.h"
-#include "core/comm.h"
+#include "core/work.h"
 
 /* The wire form: little-endian, fixed size. */
 #define DESC_BYTES 24
