@@ -12,6 +12,7 @@
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"
 
 /* Bounds the world so per-rank key tables stay reasonable. */

@@ -82,24 +82,6 @@ void coll__comm_free_shell(coll_comm_t *c) {
   free(c);
 }
 
-coll_status_t coll_comm_create(coll_transport_t *t,
-                               const coll_comm_config_t *cfg,
-                               coll_comm_t **out) {
-  coll__err_clear();
-  if (out == NULL) {
-    coll_transport_destroy(t);
-    return coll__err(COLL_ERR_INVALID_ARG, "comm_create: out is NULL");
-  }
-  *out = NULL;
-  if (t == NULL)
-    return coll__err(COLL_ERR_INVALID_ARG, "comm_create: transport is NULL");
-  {
-    coll_status_t s = coll__cpu_comm_create(t, cfg, out);
-    if (s != COLL_OK) coll__err_prefix("comm_create");
-    return s;
-  }
-}
-
 coll_status_t coll_comm_destroy(coll_comm_t *c) {
   coll_abort_handle_t *h;
   int aborted;

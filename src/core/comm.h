@@ -103,9 +103,4 @@ void coll__abort_locked(coll_abort_handle_t *h);
 /* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
 int64_t coll__default_timeout_ms(void);
 
-/* The CPU ring backend over a transport (src/cpu). Takes t in all cases. */
-coll_status_t coll__cpu_comm_create(coll_transport_t *t,
-                                    const coll_comm_config_t *cfg,
-                                    coll_comm_t **out);
-
 #endif

@@ -7,6 +7,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "cpu/cpu.h"
+#include "cpu/cpu_comm.h"
 
 #define DEFAULT_RING_THRESHOLD (256u * 1024u)
 /* Segment defaults by measurement: between threads a segment costs a lock
