@@ -110,12 +110,15 @@ int coll__nccl_env_selected(void) {
   return 0;
 }
 
-coll_status_t coll__nccl_comm_from_store(coll_store_t *store, int rank,
-                                         int world,
+coll_status_t coll__nccl_available(const char *what) {
+  return not_built(what);
+}
+
+coll_status_t coll__nccl_comm_init_local(int rank, int world,
+                                         const coll_unique_id_t *id,
                                          const coll_comm_config_t *cfg,
-                                         int64_t timeout_ms,
                                          coll_comm_t **out) {
-  (void)store, (void)rank, (void)world, (void)cfg, (void)timeout_ms;
+  (void)rank, (void)world, (void)id, (void)cfg;
   if (out != NULL) *out = NULL;
-  return not_built("nccl init");
+  return not_built("comm_init_rank");
 }
