@@ -21,12 +21,11 @@ COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   return not_built("unique_id_create");
 }
 
-COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
-                                           const coll_unique_id_t *id,
-                                           const coll_comm_config_t *cfg,
-                                           coll_comm_t **out) {
-  coll__err_clear();
-  (void)rank, (void)world, (void)id, (void)cfg;
+coll_status_t coll__nccl_comm_init(int rank, int world,
+                                   const coll_unique_id_t *id, int device,
+                                   const coll_comm_config_t *cfg,
+                                   coll_comm_t **out) {
+  (void)rank, (void)world, (void)id, (void)device, (void)cfg;
   if (out != NULL) *out = NULL;
   return not_built("comm_init_rank");
 }

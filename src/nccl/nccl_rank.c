@@ -11,6 +11,7 @@
 #include "cuda/cuda_util.h"
 #include "nccl/nccl_async.h"
 #include "nccl/nccl_comm.h"
+#include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
 
 _Static_assert(sizeof(coll_unique_id_t) == sizeof(ncclUniqueId),
@@ -120,12 +121,4 @@ done:
   if (s != COLL_OK) coll__err_prefix("comm_init_rank");
   coll__cuda_device_leave(t, saved);
   return s;
-}
-
-COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
-                                           const coll_unique_id_t *id,
-                                           const coll_comm_config_t *cfg,
-                                           coll_comm_t **out) {
-  coll__err_clear();
-  return coll__nccl_comm_init(rank, world, id, -1, cfg, out);
 }
