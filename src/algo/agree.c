@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "algo/algo_util.h"
+#include "core/le.h"
 #include "core/work.h"
 
 /* The wire form: little-endian, fixed size. */
@@ -29,49 +30,36 @@ typedef struct agree_state {
   coll_desc_t da, db;
 } agree_state_t;
 
-static void put32(unsigned char *p, uint32_t v) {
-  int i;
-  for (i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p) {
-  uint32_t v = 0;
-  int i;
-  for (i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
 static void put_desc(unsigned char *p, const coll_desc_t *d) {
-  put32(p, d->kind);
-  put32(p + 4, (uint32_t)d->dtype);
-  put32(p + 8, (uint32_t)d->op);
-  put32(p + 12, (uint32_t)d->root);
-  put32(p + 16, (uint32_t)d->count);
-  put32(p + 20, (uint32_t)(d->count >> 32));
+  coll__put_le32(p, d->kind);
+  coll__put_le32(p + 4, (uint32_t)d->dtype);
+  coll__put_le32(p + 8, (uint32_t)d->op);
+  coll__put_le32(p + 12, (uint32_t)d->root);
+  coll__put_le64(p + 16, d->count);
 }
 
 static void get_desc(const unsigned char *p, coll_desc_t *d) {
-  d->kind = get32(p);
-  d->dtype = (int32_t)get32(p + 4);
-  d->op = (int32_t)get32(p + 8);
-  d->root = (int32_t)get32(p + 12);
-  d->count = get32(p + 16) | (uint64_t)get32(p + 20) << 32;
+  d->kind = coll__get_le32(p);
+  d->dtype = (int32_t)coll__get_le32(p + 4);
+  d->op = (int32_t)coll__get_le32(p + 8);
+  d->root = (int32_t)coll__get_le32(p + 12);
+  d->count = coll__get_le64(p + 16);
 }
 
 static void pack(unsigned char *p, const agree_state_t *st) {
   put_desc(p, &st->mine);
-  put32(p + DESC_BYTES, st->flag);
-  put32(p + DESC_BYTES + 4, (uint32_t)st->ra);
-  put32(p + DESC_BYTES + 8, (uint32_t)st->rb);
+  coll__put_le32(p + DESC_BYTES, st->flag);
+  coll__put_le32(p + DESC_BYTES + 4, (uint32_t)st->ra);
+  coll__put_le32(p + DESC_BYTES + 8, (uint32_t)st->rb);
   put_desc(p + DESC_BYTES + 12, &st->da);
   put_desc(p + 2 * DESC_BYTES + 12, &st->db);
 }
 
 static void unpack(const unsigned char *p, agree_state_t *st) {
   get_desc(p, &st->mine);
-  st->flag = get32(p + DESC_BYTES);
-  st->ra = (int32_t)get32(p + DESC_BYTES + 4);
-  st->rb = (int32_t)get32(p + DESC_BYTES + 8);
+  st->flag = coll__get_le32(p + DESC_BYTES);
+  st->ra = (int32_t)coll__get_le32(p + DESC_BYTES + 4);
+  st->rb = (int32_t)coll__get_le32(p + DESC_BYTES + 8);
   get_desc(p + DESC_BYTES + 12, &st->da);
   get_desc(p + 2 * DESC_BYTES + 12, &st->db);
 }
