@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "api/env_init.h"
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/comm.h"
 #include "core/env.h"

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "bootstrap/store.h"
+#include "bootstrap/store/store.h"
 #include "coll.h"
 
 /* Builds the NCCL comm for (rank, world) through the store: rank 0 creates

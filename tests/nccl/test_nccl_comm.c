@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "api/env_init.h"
-#include "bootstrap/store.h"
+#include "bootstrap/store/store.h"
 #include "nccl/nccl_env.h"
 #include "cuda/gpu_table.h"
 #include "nccl_test_util.h"

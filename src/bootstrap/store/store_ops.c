@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_srv.h"
+#include "bootstrap/store/store_srv.h"
 
 static store_conn_t *conn_of_wlink(coll_smap_link_t *l) {
   return (store_conn_t *)((char *)l - offsetof(store_conn_t, wlink));

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_cli.h"
+#include "bootstrap/store/store_cli.h"
 #include "core/clock.h"
 #include "core/error.h"
 

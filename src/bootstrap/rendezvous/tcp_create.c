@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/comm.h"
 #include "core/env.h"

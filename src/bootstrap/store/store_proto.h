@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "bootstrap/store.h"
+#include "bootstrap/store/store.h"
 #include "core/le.h"
 
 #define COLL_STORE_MAGIC 0x54534c43u /* "CLST" read little-endian */
