@@ -77,11 +77,12 @@ coll_status_t algo_wait(algo_run_t *run, algo_req_t *q, size_t len) {
 
 void algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n) {
   size_t i;
-  /* algo_fail aborted the transport: every wait below fails at once. */
+  /* algo_fail aborted the transport; a failure that did not pass through
+   * it (no scratch memory) must still tell the peers. */
   if (run->status == COLL_OK) coll__t_abort(run->ctx->t);
   for (i = 0; i < n; i++) {
     if (!reqs[i].live) continue;
-    (void)coll__t_wait(run->ctx->t, reqs[i].h, -1, NULL);
+    (void)coll__t_abort_reap(run->ctx->t, reqs[i].h, run->status);
     reqs[i].live = 0;
   }
 }

@@ -39,9 +39,10 @@ static void reap(coll_cpu_t *cpu, int block) {
   while (*pp != NULL) {
     fed_op_t *op = *pp;
     size_t len;
-    coll_status_t s =
-        cpu->t->ops.wait(cpu->t->ctx, op->req, block ? -1 : 0, &len);
-    if (s == COLL_ERR_TIMEOUT) {
+    if (block)
+      coll__t_abort_reap(cpu->t, op->req, COLL_OK);
+    else if (cpu->t->ops.wait(cpu->t->ctx, op->req, 0, &len) ==
+             COLL_ERR_TIMEOUT) {
       pp = &op->next;
       continue;
     }
@@ -140,19 +141,19 @@ static coll_status_t root_round(coll_cpu_t *cpu, const coll_work_t *w,
       break;
     }
     if (keep(cpu, r, res) != 0) {
-      s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-      coll__t_abort(cpu->t);
-      (void)coll__t_wait(cpu->t, r, -1, NULL);
+      s = coll__t_abort_reap(cpu->t, r,
+                             coll__err(COLL_ERR_NO_MEMORY, "out of memory"));
       free(res);
     }
   }
   if (s == COLL_OK && w->participants) *w->participants = got;
 out:
   if (s != COLL_OK) {
-    /* Contributions still posted must end before their buffers go. */
+    /* Contributions still posted must end before their buffers go, and
+     * the peers learn of the failure at once. */
     coll__t_abort(cpu->t);
     for (p = 1; bufs != NULL && p < n; p++)
-      if (reqs[p] != NULL) (void)coll__t_wait(cpu->t, reqs[p], -1, NULL);
+      if (reqs[p] != NULL) coll__t_abort_reap(cpu->t, reqs[p], s);
   }
   for (p = 1; bufs && p < n; p++) free(bufs[p]);
   free(bufs);
@@ -168,28 +169,20 @@ static coll_status_t peer_round(coll_cpu_t *cpu, const coll_work_t *w,
   int64_t deadline = coll__deadline(cpu->comm->timeout_ms);
   char *res = coll__scratch_get(&cpu->work, HDR + bytes);
   coll_treq_t rs, rr;
-  coll_status_t s, s2;
+  coll_status_t s;
   int32_t got;
   if (res == NULL) return COLL_ERR_NO_MEMORY;
   COLL_CHECK(coll__t_irecv(cpu->t, 0, COLL_ALGO_TAG(round, PHASE_RESULT), res,
                            HDR + bytes, &rr));
   s = coll__t_isend(cpu->t, 0, COLL_ALGO_TAG(round, PHASE_CONTRIB), w->recv,
                     bytes, &rs);
-  if (s != COLL_OK) {
-    coll__t_abort(cpu->t);
-    (void)coll__t_wait(cpu->t, rr, -1, NULL);
-    return s;
-  }
+  if (s != COLL_OK) return coll__t_abort_reap(cpu->t, rr, s);
   s = coll__t_wait(cpu->t, rs, deadline, NULL);
-  if (s != COLL_OK) coll__t_abort(cpu->t);
-  if (s == COLL_ERR_TIMEOUT) (void)coll__t_wait(cpu->t, rs, -1, NULL);
-  s2 = coll__t_wait(cpu->t, rr, deadline, &len);
-  if (s2 == COLL_ERR_TIMEOUT) {
-    coll__t_abort(cpu->t);
-    (void)coll__t_wait(cpu->t, rr, -1, NULL);
-  }
+  if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(cpu->t, rs, s);
+  if (s != COLL_OK) return coll__t_abort_reap(cpu->t, rr, s);
+  s = coll__t_wait(cpu->t, rr, deadline, &len);
+  if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(cpu->t, rr, s);
   if (s != COLL_OK) return s;
-  if (s2 != COLL_OK) return s2;
   if (len != HDR + bytes)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
                      "rank 0 averaged %zu floats, this rank has %zu",

@@ -43,5 +43,13 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
                               int64_t deadline_ms);
 /* Aborts the endpoint (idempotent, any thread). */
 void coll__t_abort(coll_transport_t *t);
+/* Ends a request that can no longer complete normally (it timed out, or a
+ * failure elsewhere leaves it pending): aborts the endpoint, so the request
+ * fails at once and peers waiting on this rank learn of it, and reaps it.
+ * Keeps this thread's error text and returns `first`, so the caller reports
+ * the failure that came first rather than the abort it caused. One
+ * thread. */
+coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
+                                 coll_status_t first);
 
 #endif
