@@ -91,4 +91,19 @@ coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
                            coll_dtype_t dt, coll_op_t op, int root);
 coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);
 
+/* Federated averaging with a deadline (coll_federated_average): rank 0
+ * averages its own data and the contributions that arrive within
+ * deadline_ms (relative), and sends the mean and the participant count to
+ * every rank, into data and *participants (may be NULL). A late
+ * contribution never stalls a round: rank 0 receives it later and drops
+ * it. *state (NULL at first, allocated here) carries the round counter and
+ * those late requests from one round to the next. */
+typedef struct coll_fedavg coll_fedavg_t;
+coll_status_t coll__fedavg(const coll_algo_ctx_t *ctx, coll_fedavg_t **state,
+                           float *data, size_t count, int64_t deadline_ms,
+                           int *participants);
+/* Ends the late requests still pending (aborting t if there are any) and
+ * frees state; NULL is a no-op. */
+void coll__fedavg_free(coll_fedavg_t *state, coll_transport_t *t);
+
 #endif

@@ -13,7 +13,6 @@ typedef enum { CPU_ALGO_AUTO, CPU_ALGO_RING, CPU_ALGO_RD } cpu_algo_t;
 
 typedef struct cpu_req cpu_req_t;
 typedef struct p2p_req p2p_req_t;
-typedef struct coll_fedavg coll_fedavg_t;
 
 typedef struct coll_cpu {
   coll_comm_t *comm;
@@ -65,7 +64,6 @@ coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_negotiate(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_fedavg(coll_cpu_t *cpu, const coll_work_t *w);
-void coll__cpu_fedavg_free(coll_cpu_t *cpu);
 
 /* A context for one (sub-)collective: takes the next sequence number. */
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx);

@@ -34,8 +34,8 @@ static coll_status_t cpu_destroy(coll_comm_t *c, int aborted) {
    * transport so it ends now with COLL_ERR_ABORTED. */
   if (pending) coll__t_abort(cpu->t);
   coll__cpu_executor_stop(cpu);
-  if (cpu->fed != NULL) coll__t_abort(cpu->t);
-  coll__cpu_fedavg_free(cpu);
+  coll__fedavg_free(cpu->fed, cpu->t);
+  cpu->fed = NULL;
   coll__cpu_p2p_reap_all(cpu);
   coll_transport_destroy(cpu->t);
   coll__scratch_free(&cpu->scratch);
