@@ -18,6 +18,10 @@ void algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
   coll__err_clear();
 }
 
+void algo_run_phase(algo_run_t *run, uint32_t phase) {
+  run->tag = COLL_ALGO_TAG(run->ctx->seq, phase);
+}
+
 coll_status_t algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
                         ...) {
   char where[160];

@@ -21,7 +21,12 @@ enum {
   ALGO_PH_BCAST = 4,
   ALGO_PH_REDUCE = 5,
   ALGO_PH_GATHER = 6,
-  ALGO_PH_BARRIER = 7
+  ALGO_PH_BARRIER = 7,
+  /* Federated average: its tags count its own rounds instead of the comm's
+   * collectives (a late contribution is matched by round), so its phases
+   * sit at the top, clear of every other algorithm's. */
+  ALGO_PH_FED_CONTRIB = 0x7FE,
+  ALGO_PH_FED_RESULT = 0x7FF
 };
 
 /* One posted send or receive. */
@@ -45,6 +50,10 @@ typedef struct algo_run {
  * without a text is noticed) and computes the tag of `phase`. */
 void algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
                    const char *what, uint32_t phase);
+
+/* Moves the run to another message stream (`phase`) of the same
+ * collective, for algorithms that send on two. */
+void algo_run_phase(algo_run_t *run, uint32_t phase);
 
 /* Records failure s as "<what>: <fmt...>: <this thread's current text>"
  * unless an earlier one was recorded, and aborts the transport on the first

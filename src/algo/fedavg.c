@@ -4,17 +4,19 @@
  * participant count) to everyone. A late contribution is received later and
  * dropped, so a slow rank never stalls a round: rank 0 keeps such requests
  * (and result sends a late rank has not taken yet) on a list, reaps them in
- * later rounds, and aborts and reaps them at destroy. */
+ * later rounds, and aborts and reaps them when the state is freed.
+ *
+ * A failure follows every algorithm's rule (algo.h): the transport is
+ * aborted, every request of the round is reaped, the first error is
+ * returned. Two outcomes are not failures of the comm: a contribution that
+ * is late or of the wrong length is left out of the mean, and a rank whose
+ * count differs from rank 0's gets COLL_ERR_LENGTH_MISMATCH. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/algo.h"
-#include "core/clock.h"
-#include "core/error.h"
+#include "algo/algo_util.h"
+#include "core/log.h"
 
-/* Phases above every algorithm's, so the tags never meet theirs. */
-#define PHASE_CONTRIB 0x7FE
-#define PHASE_RESULT 0x7FF
 #define HDR 8 /* participants (int32) + padding before the floats */
 
 typedef struct fed_op {
@@ -28,8 +30,19 @@ struct coll_fedavg {
   fed_op_t *stale;
 };
 
+/* One round on rank 0. reqs[p] and bufs[p] belong to peer p. */
+typedef struct fed_root {
+  algo_run_t run;
+  coll_fedavg_t *fed;
+  int n;
+  size_t count, bytes;
+  algo_req_t *reqs;
+  float **bufs;
+  double *sum;
+} fed_root_t;
+
 /* Frees the stale requests that have completed; with block, all of them
- * (the transport must have been aborted so they end at once). */
+ * (aborting the transport, so that they end at once). */
 static void reap(coll_fedavg_t *fed, coll_transport_t *t, int block) {
   fed_op_t **pp = &fed->stale;
   while (*pp != NULL) {
@@ -53,6 +66,8 @@ void coll__fedavg_free(coll_fedavg_t *fed, coll_transport_t *t) {
   free(fed);
 }
 
+/* Hands a pending request and its buffer to the state, for a later round
+ * to reap. */
 static int keep(coll_fedavg_t *fed, coll_treq_t req, void *buf) {
   fed_op_t *op = malloc(sizeof *op);
   if (op == NULL) return -1;
@@ -63,146 +78,174 @@ static int keep(coll_fedavg_t *fed, coll_treq_t req, void *buf) {
   return 0;
 }
 
-static coll_status_t root_round(const coll_algo_ctx_t *ctx, coll_fedavg_t *fed,
-                                uint32_t round, float *data, size_t count,
-                                int64_t deadline_ms, int *participants) {
-  coll_transport_t *t = ctx->t;
-  int n = ctx->world, p, got = 1;
-  size_t bytes = count * sizeof(float), i;
-  int64_t deadline = coll__now_ms() + deadline_ms;
-  coll_treq_t *reqs = calloc((size_t)n, sizeof *reqs);
-  float **bufs = calloc((size_t)n, sizeof *bufs);
-  double *sum = calloc(count ? count : 1, sizeof *sum);
-  coll_status_t s = COLL_OK;
-  if (reqs == NULL || bufs == NULL || sum == NULL) {
-    s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-    goto out;
-  }
-  for (p = 1; p < n && s == COLL_OK; p++) {
-    bufs[p] = malloc(bytes ? bytes : 1);
-    if (bufs[p] == NULL) s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-    else
-      s = coll__t_irecv(t, p, COLL_ALGO_TAG(round, PHASE_CONTRIB),
-                        bufs[p], bytes, &reqs[p]);
-    if (s != COLL_OK) {
-      free(bufs[p]);
-      bufs[p] = NULL;
-    }
-  }
-  for (i = 0; i < count; i++) sum[i] = data ? data[i] : 0;
-  for (p = 1; p < n && s == COLL_OK; p++) {
-    size_t len = 0;
-    coll_status_t ws;
-    if (bufs[p] == NULL) continue;
-    ws = coll__t_wait(t, reqs[p], deadline, &len);
-    if (ws == COLL_ERR_TIMEOUT) { /* late: leave it posted, drop it later */
-      if (keep(fed, reqs[p], bufs[p]) != 0) {
-        s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-        break;
-      }
-      reqs[p] = NULL;
-      bufs[p] = NULL;
-      continue;
-    }
-    reqs[p] = NULL; /* any other outcome completed the request */
-    if (ws == COLL_OK && len != bytes)
-      ws = coll__err(COLL_ERR_LENGTH_MISMATCH,
-                     "rank %d contributed %zu floats, rank 0 has %zu", p,
-                     len / sizeof(float), count);
-    if (ws == COLL_ERR_LENGTH_MISMATCH) continue; /* left out, not fatal */
-    if (ws != COLL_OK) {
-      s = ws;
-      break;
-    }
-    for (i = 0; i < count; i++) sum[i] += bufs[p][i];
-    got++;
-  }
-  if (s != COLL_OK) goto out;
-  for (i = 0; i < count; i++) data[i] = (float)(sum[i] / got);
-  /* Each peer gets its own copy: a late peer may take it rounds later. */
-  for (p = 1; p < n && s == COLL_OK; p++) {
-    char *res = malloc(HDR + bytes);
-    coll_treq_t r;
-    if (res == NULL) {
-      s = coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-      break;
-    }
-    memcpy(res, &got, sizeof got);
-    memset(res + sizeof got, 0, HDR - sizeof got);
-    if (bytes) memcpy(res + HDR, data, bytes);
-    s = coll__t_isend(t, p, COLL_ALGO_TAG(round, PHASE_RESULT), res,
-                      HDR + bytes, &r);
-    if (s != COLL_OK) {
-      free(res);
-      break;
-    }
-    if (keep(fed, r, res) != 0) {
-      s = coll__t_abort_reap(t, r,
-                             coll__err(COLL_ERR_NO_MEMORY, "out of memory"));
-      free(res);
-    }
-  }
-  if (s == COLL_OK && participants) *participants = got;
-out:
-  if (s != COLL_OK) {
-    /* Contributions still posted must end before their buffers go, and
-     * the peers learn of the failure at once. */
-    coll__t_abort(t);
-    for (p = 1; bufs != NULL && p < n; p++)
-      if (reqs[p] != NULL) coll__t_abort_reap(t, reqs[p], s);
-  }
-  for (p = 1; bufs && p < n; p++) free(bufs[p]);
-  free(bufs);
-  free(reqs);
-  free(sum);
-  reap(fed, t, s != COLL_OK);
-  return s;
+static coll_status_t no_memory(algo_run_t *run, const char *what) {
+  coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  return algo_fail(run, COLL_ERR_NO_MEMORY, "%s", what);
 }
 
-static coll_status_t peer_round(const coll_algo_ctx_t *ctx, uint32_t round,
-                                float *data, size_t count, int *participants) {
-  coll_transport_t *t = ctx->t;
+/* Posts a receive for every peer's contribution. */
+static coll_status_t post_contribs(fed_root_t *R) {
+  int p;
+  for (p = 1; p < R->n; p++) {
+    R->bufs[p] = malloc(R->bytes ? R->bytes : 1);
+    if (R->bufs[p] == NULL) return no_memory(&R->run, "contribution buffers");
+    COLL_CHECK(algo_irecv(&R->run, &R->reqs[p], p, R->bufs[p], R->bytes));
+  }
+  return COLL_OK;
+}
+
+/* Adds the contributions that arrive before deadline_ms (absolute) to the
+ * sum; a late one stays posted and goes to the state. *got counts the
+ * ranks summed. */
+static coll_status_t gather_contribs(fed_root_t *R, int64_t deadline_ms,
+                                     int *got) {
+  int p;
+  size_t i;
+  for (p = 1; p < R->n; p++) {
+    algo_req_t *q = &R->reqs[p];
+    size_t len = 0;
+    coll_status_t s = coll__t_wait(R->run.ctx->t, q->h, deadline_ms, &len);
+    if (s == COLL_ERR_TIMEOUT) { /* late: leave it posted, drop it later */
+      if (keep(R->fed, q->h, R->bufs[p]) != 0)
+        return no_memory(&R->run, "keeping a late contribution");
+      q->live = 0;
+      R->bufs[p] = NULL;
+      continue;
+    }
+    q->live = 0; /* any other outcome completed the request */
+    /* A contribution of another length is left out; the comm is fine. */
+    if (s == COLL_ERR_LENGTH_MISMATCH || (s == COLL_OK && len != R->bytes)) {
+      COLL_WARN(COLL_LOG_COLL,
+                "federated average: rank %d's contribution is not %zu floats "
+                "like rank 0's; left out",
+                p, R->count);
+      continue;
+    }
+    if (s != COLL_OK)
+      return algo_fail(&R->run, s, "contribution of rank %d", p);
+    for (i = 0; i < R->count; i++) R->sum[i] += R->bufs[p][i];
+    (*got)++;
+  }
+  return COLL_OK;
+}
+
+/* Sends the mean to every peer, each from its own copy: a late peer may
+ * take it rounds later, so the sends go to the state, not waited here. */
+static coll_status_t send_results(fed_root_t *R, const float *mean,
+                                  int32_t got) {
+  int p;
+  for (p = 1; p < R->n; p++) {
+    char *res = malloc(HDR + R->bytes);
+    algo_req_t q;
+    if (res == NULL) return no_memory(&R->run, "result buffers");
+    memcpy(res, &got, sizeof got);
+    memset(res + sizeof got, 0, HDR - sizeof got);
+    if (R->bytes) memcpy(res + HDR, mean, R->bytes);
+    if (algo_isend(&R->run, &q, p, res, HDR + R->bytes) != COLL_OK) {
+      free(res);
+      return R->run.status;
+    }
+    if (keep(R->fed, q.h, res) != 0) {
+      no_memory(&R->run, "keeping a result send");
+      coll__t_abort_reap(R->run.ctx->t, q.h, R->run.status);
+      free(res);
+      return R->run.status;
+    }
+  }
+  return COLL_OK;
+}
+
+static coll_status_t root_round(const coll_algo_ctx_t *ctx, coll_fedavg_t *fed,
+                                float *data, size_t count, int64_t deadline_ms,
+                                int *participants) {
+  fed_root_t R;
+  int p, got = 1;
+  size_t i;
+  memset(&R, 0, sizeof R);
+  algo_run_init(&R.run, ctx, "federated average", ALGO_PH_FED_CONTRIB);
+  R.fed = fed;
+  R.n = ctx->world;
+  R.count = count;
+  R.bytes = count * sizeof(float);
+  R.reqs = calloc((size_t)R.n, sizeof *R.reqs);
+  R.bufs = calloc((size_t)R.n, sizeof *R.bufs);
+  R.sum = calloc(count ? count : 1, sizeof *R.sum);
+  if (R.reqs == NULL || R.bufs == NULL || R.sum == NULL) {
+    no_memory(&R.run, "round state");
+    goto out;
+  }
+  if (post_contribs(&R) != COLL_OK) goto out;
+  for (i = 0; i < count; i++) R.sum[i] = data[i];
+  if (gather_contribs(&R, deadline_ms, &got) != COLL_OK) goto out;
+  for (i = 0; i < count; i++) data[i] = (float)(R.sum[i] / got);
+  algo_run_phase(&R.run, ALGO_PH_FED_RESULT);
+  if (send_results(&R, data, got) != COLL_OK) goto out;
+  if (participants) *participants = got;
+out:
+  /* Contributions still posted end before their buffers go. */
+  if (R.run.status != COLL_OK && R.reqs != NULL)
+    algo_cancel(&R.run, R.reqs, (size_t)R.n);
+  for (p = 1; R.bufs != NULL && p < R.n; p++) free(R.bufs[p]);
+  free(R.bufs);
+  free(R.reqs);
+  free(R.sum);
+  reap(fed, ctx->t, R.run.status != COLL_OK);
+  return algo_done(&R.run);
+}
+
+static coll_status_t peer_round(const coll_algo_ctx_t *ctx, float *data,
+                                size_t count, int *participants) {
   size_t bytes = count * sizeof(float), len = 0;
-  int64_t deadline = ctx->deadline_ms;
   char *res = coll__scratch_get(ctx->scratch, HDR + bytes);
-  coll_treq_t rs, rr;
+  algo_run_t run;
+  algo_req_t q[2];
   coll_status_t s;
   int32_t got;
   if (res == NULL) return COLL_ERR_NO_MEMORY;
-  COLL_CHECK(coll__t_irecv(t, 0, COLL_ALGO_TAG(round, PHASE_RESULT), res,
-                           HDR + bytes, &rr));
-  s = coll__t_isend(t, 0, COLL_ALGO_TAG(round, PHASE_CONTRIB), data, bytes,
-                    &rs);
-  if (s != COLL_OK) return coll__t_abort_reap(t, rr, s);
-  s = coll__t_wait(t, rs, deadline, NULL);
-  if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(t, rs, s);
-  if (s != COLL_OK) return coll__t_abort_reap(t, rr, s);
-  s = coll__t_wait(t, rr, deadline, &len);
-  if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(t, rr, s);
-  if (s != COLL_OK) return s;
-  if (len != HDR + bytes)
+  memset(q, 0, sizeof q);
+  algo_run_init(&run, ctx, "federated average", ALGO_PH_FED_RESULT);
+  if (algo_irecv(&run, &q[0], 0, res, HDR + bytes) != COLL_OK) goto fail;
+  algo_run_phase(&run, ALGO_PH_FED_CONTRIB);
+  if (algo_isend(&run, &q[1], 0, data, bytes) != COLL_OK ||
+      algo_wait(&run, &q[1], 0) != COLL_OK)
+    goto fail;
+  /* Not algo_wait: a result of another length is this rank's count
+   * differing from rank 0's, which leaves the comm usable. */
+  s = coll__t_wait(ctx->t, q[0].h, ctx->deadline_ms, &len);
+  if (s != COLL_ERR_TIMEOUT) q[0].live = 0;
+  if (s == COLL_ERR_LENGTH_MISMATCH)
+    return coll__err(s, "rank 0 averaged more than the %zu floats of this rank",
+                     count);
+  if (s == COLL_OK && len != HDR + bytes)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
                      "rank 0 averaged %zu floats, this rank has %zu",
                      len > HDR ? (len - HDR) / sizeof(float) : 0, count);
+  if (s != COLL_OK) {
+    algo_fail(&run, s, "result from rank 0");
+    goto fail;
+  }
   memcpy(&got, res, sizeof got);
   if (bytes) memcpy(data, res + HDR, bytes);
   if (participants) *participants = got;
   return COLL_OK;
+fail:
+  algo_cancel(&run, q, 2);
+  return algo_done(&run);
 }
 
 coll_status_t coll__fedavg(const coll_algo_ctx_t *ctx, coll_fedavg_t **state,
                            float *data, size_t count, int64_t deadline_ms,
                            int *participants) {
-  uint32_t round;
+  coll_algo_ctx_t round = *ctx;
   if (ctx->world == 1) {
     if (participants) *participants = 1;
     return COLL_OK;
   }
   if (*state == NULL && (*state = calloc(1, sizeof **state)) == NULL)
-    return coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-  round = (*state)->round++;
+    return coll__err(COLL_ERR_NO_MEMORY, "federated average: out of memory");
+  /* Tags count this comm's rounds of federated average. */
+  round.seq = (*state)->round++;
   if (ctx->rank == 0)
-    return root_round(ctx, *state, round, data, count, deadline_ms,
-                      participants);
-  return peer_round(ctx, round, data, count, participants);
+    return root_round(&round, *state, data, count, deadline_ms, participants);
+  return peer_round(&round, data, count, participants);
 }
