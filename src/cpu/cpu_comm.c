@@ -6,7 +6,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
-#include "cpu/cpu.h"
+#include "cpu/exec.h"
 #include "cpu/cpu_comm.h"
 
 #define DEFAULT_RING_THRESHOLD (256u * 1024u)

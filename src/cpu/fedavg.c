@@ -3,7 +3,7 @@
  * (algo/fedavg.c) on the comm's context and its state across rounds, with
  * the caller's deadline counted from when the work runs. */
 #include "core/clock.h"
-#include "cpu/cpu.h"
+#include "cpu/host.h"
 
 coll_status_t coll__cpu_fedavg(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_algo_ctx_t ctx;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "cpu/cpu.h"
+#include "cpu/exec.h"
 #include "cpu/req.h"
 #include "cuda/staged_p2p.h"
 #include "cuda/staging.h"
