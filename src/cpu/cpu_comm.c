@@ -10,12 +10,6 @@
 #include "cpu/cpu_comm.h"
 
 #define DEFAULT_RING_THRESHOLD (256u * 1024u)
-/* Segment defaults by measurement: between threads a segment costs a lock
- * and a wakeup (~3-5 us), and 2 x 256 KiB of receive scratch stays in L2
- * for the reduce that follows the copy; over sockets 1 MiB amortises the
- * framing, syscalls and loop-thread hand-off. */
-#define DEFAULT_SEGMENT_BYTES (1u << 20)
-#define INPROC_SEGMENT_BYTES (256u << 10)
 
 static void cpu_abort(coll_comm_t *c) {
   coll_cpu_t *cpu = c->be;
@@ -70,9 +64,8 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
   if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
     cpu->ring_threshold = (size_t)v;
-  cpu->seg_bytes = strcmp(cpu->t->ops.name, "inproc") == 0
-                      ? INPROC_SEGMENT_BYTES
-                      : DEFAULT_SEGMENT_BYTES;
+  /* The transport knows what it moves best; COLL_SEGMENT_BYTES wins. */
+  cpu->seg_bytes = coll__t_segment_bytes(cpu->t);
   if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64)
     cpu->seg_bytes = (size_t)v;
   cpu->check_mismatch = 1;

@@ -79,6 +79,14 @@ void coll_transport_destroy(coll_transport_t *t) {
   free(t);
 }
 
+void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes) {
+  t->seg_bytes = bytes;
+}
+
+size_t coll__t_segment_bytes(const coll_transport_t *t) {
+  return t->seg_bytes > 0 ? t->seg_bytes : COLL_T_SEGMENT_DEFAULT;
+}
+
 int coll_transport_rank(const coll_transport_t *t) {
   return t ? t->rank : -1;
 }

@@ -8,6 +8,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/inproc/inproc.h"
+#include "transport/transport.h"
+
+/* Between threads a segment costs a lock and a wakeup (~3-5 us), and
+ * 2 x 256 KiB of receive scratch stays in L2 for the reduce that follows
+ * the copy: 256 KiB segments measured best. */
+#define INPROC_SEGMENT_BYTES (256u << 10)
 
 struct inproc_req_block {
   struct inproc_req_block *next;
@@ -181,10 +187,12 @@ coll_status_t coll_inproc_create(int world, coll_transport_t **out) {
                      INPROC_MAX_WORLD);
   for (i = 0; i < world; i++) out[i] = NULL;
   COLL_CHECK_GOTO(world_new(world, &w), s, fail);
-  for (made = 0; made < world; made++)
+  for (made = 0; made < world; made++) {
     COLL_CHECK_GOTO(coll_transport_create(&inproc_ops, &w->eps[made], made,
                                           world, &out[made]),
                     s, fail);
+    coll__t_set_segment_bytes(out[made], INPROC_SEGMENT_BYTES);
+  }
   COLL_TRACE(COLL_LOG_NET, "inproc: created %d endpoints", world);
   return COLL_OK;
 
