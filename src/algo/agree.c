@@ -116,11 +116,12 @@ static coll_status_t swap(agree_t *A, int peer, int send, int recv,
                           agree_state_t *got) {
   pack(A->out, &A->st);
   if (recv)
-    COLL_CHECK(algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
+    COLL_CHECK(coll__algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
   if (send)
-    COLL_CHECK(algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
-  if (recv) COLL_CHECK(algo_wait(&A->run, &A->req[0], AGREE_BYTES));
-  if (send) COLL_CHECK(algo_wait(&A->run, &A->req[1], 0));
+    COLL_CHECK(
+        coll__algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
+  if (recv) COLL_CHECK(coll__algo_wait(&A->run, &A->req[0], AGREE_BYTES));
+  if (send) COLL_CHECK(coll__algo_wait(&A->run, &A->req[1], 0));
   if (recv) unpack(A->in, got);
   return COLL_OK;
 }
@@ -196,12 +197,12 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
   agree_t A;
   if (ctx->world == 1) return COLL_OK;
   memset(&A, 0, sizeof A);
-  algo_run_init(&A.run, ctx, "agree", ALGO_PH_AGREE);
+  coll__algo_run_init(&A.run, ctx, "agree", ALGO_PH_AGREE);
   A.st.mine = *d;
   A.st.ra = A.st.rb = -1;
   if (agree_body(&A, ctx->rank, ctx->world) != COLL_OK) {
-    algo_cancel(&A.run, A.req, 2);
-    return algo_done(&A.run);
+    coll__algo_cancel(&A.run, A.req, 2);
+    return coll__algo_done(&A.run);
   }
   return A.st.flag ? mismatch(&A.st) : COLL_OK;
 }

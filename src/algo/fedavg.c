@@ -80,7 +80,7 @@ static int keep(coll_fedavg_t *fed, coll_treq_t req, void *buf) {
 
 static coll_status_t no_memory(algo_run_t *run, const char *what) {
   coll__err(COLL_ERR_NO_MEMORY, "out of memory");
-  return algo_fail(run, COLL_ERR_NO_MEMORY, "%s", what);
+  return coll__algo_fail(run, COLL_ERR_NO_MEMORY, "%s", what);
 }
 
 /* Posts a receive for every peer's contribution. */
@@ -89,7 +89,7 @@ static coll_status_t post_contribs(fed_root_t *R) {
   for (p = 1; p < R->n; p++) {
     R->bufs[p] = malloc(R->bytes ? R->bytes : 1);
     if (R->bufs[p] == NULL) return no_memory(&R->run, "contribution buffers");
-    COLL_CHECK(algo_irecv(&R->run, &R->reqs[p], p, R->bufs[p], R->bytes));
+    COLL_CHECK(coll__algo_irecv(&R->run, &R->reqs[p], p, R->bufs[p], R->bytes));
   }
   return COLL_OK;
 }
@@ -122,7 +122,7 @@ static coll_status_t gather_contribs(fed_root_t *R, int64_t deadline_ms,
       continue;
     }
     if (s != COLL_OK)
-      return algo_fail(&R->run, s, "contribution of rank %d", p);
+      return coll__algo_fail(&R->run, s, "contribution of rank %d", p);
     for (i = 0; i < R->count; i++) R->sum[i] += R->bufs[p][i];
     (*got)++;
   }
@@ -141,7 +141,7 @@ static coll_status_t send_results(fed_root_t *R, const float *mean,
     memcpy(res, &got, sizeof got);
     memset(res + sizeof got, 0, HDR - sizeof got);
     if (R->bytes) memcpy(res + HDR, mean, R->bytes);
-    if (algo_isend(&R->run, &q, p, res, HDR + R->bytes) != COLL_OK) {
+    if (coll__algo_isend(&R->run, &q, p, res, HDR + R->bytes) != COLL_OK) {
       free(res);
       return R->run.status;
     }
@@ -162,7 +162,7 @@ static coll_status_t root_round(const coll_algo_ctx_t *ctx, coll_fedavg_t *fed,
   int p, got = 1;
   size_t i;
   memset(&R, 0, sizeof R);
-  algo_run_init(&R.run, ctx, "federated average", ALGO_PH_FED_CONTRIB);
+  coll__algo_run_init(&R.run, ctx, "federated average", ALGO_PH_FED_CONTRIB);
   R.fed = fed;
   R.n = ctx->world;
   R.count = count;
@@ -178,19 +178,19 @@ static coll_status_t root_round(const coll_algo_ctx_t *ctx, coll_fedavg_t *fed,
   for (i = 0; i < count; i++) R.sum[i] = data[i];
   if (gather_contribs(&R, deadline_ms, &got) != COLL_OK) goto out;
   for (i = 0; i < count; i++) data[i] = (float)(R.sum[i] / got);
-  algo_run_phase(&R.run, ALGO_PH_FED_RESULT);
+  coll__algo_run_phase(&R.run, ALGO_PH_FED_RESULT);
   if (send_results(&R, data, got) != COLL_OK) goto out;
   if (participants) *participants = got;
 out:
   /* Contributions still posted end before their buffers go. */
   if (R.run.status != COLL_OK && R.reqs != NULL)
-    algo_cancel(&R.run, R.reqs, (size_t)R.n);
+    coll__algo_cancel(&R.run, R.reqs, (size_t)R.n);
   for (p = 1; R.bufs != NULL && p < R.n; p++) free(R.bufs[p]);
   free(R.bufs);
   free(R.reqs);
   free(R.sum);
   reap(fed, ctx->t, R.run.status != COLL_OK);
-  return algo_done(&R.run);
+  return coll__algo_done(&R.run);
 }
 
 static coll_status_t peer_round(const coll_algo_ctx_t *ctx, float *data,
@@ -203,13 +203,13 @@ static coll_status_t peer_round(const coll_algo_ctx_t *ctx, float *data,
   int32_t got;
   if (res == NULL) return COLL_ERR_NO_MEMORY;
   memset(q, 0, sizeof q);
-  algo_run_init(&run, ctx, "federated average", ALGO_PH_FED_RESULT);
-  if (algo_irecv(&run, &q[0], 0, res, HDR + bytes) != COLL_OK) goto fail;
-  algo_run_phase(&run, ALGO_PH_FED_CONTRIB);
-  if (algo_isend(&run, &q[1], 0, data, bytes) != COLL_OK ||
-      algo_wait(&run, &q[1], 0) != COLL_OK)
+  coll__algo_run_init(&run, ctx, "federated average", ALGO_PH_FED_RESULT);
+  if (coll__algo_irecv(&run, &q[0], 0, res, HDR + bytes) != COLL_OK) goto fail;
+  coll__algo_run_phase(&run, ALGO_PH_FED_CONTRIB);
+  if (coll__algo_isend(&run, &q[1], 0, data, bytes) != COLL_OK ||
+      coll__algo_wait(&run, &q[1], 0) != COLL_OK)
     goto fail;
-  /* Not algo_wait: a result of another length is this rank's count
+  /* Not coll__algo_wait: a result of another length is this rank's count
    * differing from rank 0's, which leaves the comm usable. */
   s = coll__t_wait(ctx->t, q[0].h, ctx->deadline_ms, &len);
   if (s != COLL_ERR_TIMEOUT) q[0].live = 0;
@@ -221,7 +221,7 @@ static coll_status_t peer_round(const coll_algo_ctx_t *ctx, float *data,
                      "rank 0 averaged %zu floats, this rank has %zu",
                      len > HDR ? (len - HDR) / sizeof(float) : 0, count);
   if (s != COLL_OK) {
-    algo_fail(&run, s, "result from rank 0");
+    coll__algo_fail(&run, s, "result from rank 0");
     goto fail;
   }
   memcpy(&got, res, sizeof got);
@@ -229,8 +229,8 @@ static coll_status_t peer_round(const coll_algo_ctx_t *ctx, float *data,
   if (participants) *participants = got;
   return COLL_OK;
 fail:
-  algo_cancel(&run, q, 2);
-  return algo_done(&run);
+  coll__algo_cancel(&run, q, 2);
+  return coll__algo_done(&run);
 }
 
 coll_status_t coll__fedavg(const coll_algo_ctx_t *ctx, coll_fedavg_t **state,
