@@ -24,11 +24,11 @@ static const coll_transport_ops_t inproc_ops = {
     .size = sizeof(coll_transport_ops_t),
     .version = COLL_TRANSPORT_OPS_VERSION,
     .name = "inproc",
-    .isend = inproc__isend,
-    .irecv = inproc__irecv,
-    .wait = inproc__wait,
-    .abort = inproc__abort,
-    .destroy = inproc__destroy,
+    .isend = coll__inproc_isend,
+    .irecv = coll__inproc_irecv,
+    .wait = coll__inproc_wait,
+    .abort = coll__inproc_abort,
+    .destroy = coll__inproc_destroy,
     .barrier = NULL, /* the dissemination barrier on send/recv serves */
 };
 
@@ -53,7 +53,7 @@ static int grow(inproc_ep_t *ep) {
   return 1;
 }
 
-inproc_req_t *inproc__req_get(inproc_ep_t *ep) {
+inproc_req_t *coll__inproc_req_get(inproc_ep_t *ep) {
   inproc_req_t *r = NULL;
   uv_mutex_lock(&ep->free_mu);
   if (ep->free_reqs != NULL || grow(ep)) {
@@ -65,7 +65,7 @@ inproc_req_t *inproc__req_get(inproc_ep_t *ep) {
   return r;
 }
 
-void inproc__req_put(inproc_ep_t *ep, inproc_req_t *r) {
+void coll__inproc_req_put(inproc_ep_t *ep, inproc_req_t *r) {
   atomic_store_explicit(&r->state, INPROC_FREE, memory_order_relaxed);
   uv_mutex_lock(&ep->free_mu);
   r->free_next = ep->free_reqs;
@@ -73,7 +73,7 @@ void inproc__req_put(inproc_ep_t *ep, inproc_req_t *r) {
   uv_mutex_unlock(&ep->free_mu);
 }
 
-void inproc__req_free_all(inproc_ep_t *ep) {
+void coll__inproc_req_free_all(inproc_ep_t *ep) {
   struct inproc_req_block *b = ep->blocks, *next;
   int i;
   for (; b != NULL; b = next) {
@@ -162,15 +162,15 @@ fail:
   return s;
 }
 
-void inproc__abort(void *ctx) { inproc__close(ctx, INPROC_ABORTED); }
+void coll__inproc_abort(void *ctx) { coll__inproc_close(ctx, INPROC_ABORTED); }
 
-void inproc__destroy(void *ctx) {
+void coll__inproc_destroy(void *ctx) {
   inproc_ep_t *ep = ctx;
   inproc_world_t *w = ep->w;
   /* Peers learn that this rank is gone; its own requests were all waited,
    * so after the close nothing refers to its request objects. */
-  inproc__close(ep, INPROC_DESTROYED);
-  inproc__req_free_all(ep);
+  coll__inproc_close(ep, INPROC_DESTROYED);
+  coll__inproc_req_free_all(ep);
   if (atomic_fetch_sub(&w->live, 1) == 1) world_free(w, w->size);
 }
 
@@ -205,7 +205,7 @@ fail:
       coll_transport_destroy(out[i]);
       out[i] = NULL;
     }
-    for (i = made + 1; i < world; i++) inproc__destroy(&w->eps[i]);
+    for (i = made + 1; i < world; i++) coll__inproc_destroy(&w->eps[i]);
     coll__err_restore(msg);
   }
   return s;
