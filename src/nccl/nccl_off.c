@@ -15,7 +15,7 @@ static coll_status_t not_built(const char *what) {
   return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: " NO_NCCL, what);
 }
 
-COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
+coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   coll__err_clear();
   (void)out;
   return not_built("unique_id_create");
@@ -30,71 +30,69 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
   return not_built("comm_init_rank");
 }
 
-COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
-                                         coll_group_t **out) {
+coll_status_t coll_group_create(const int *devices, int ndev,
+                                coll_group_t **out) {
   coll__err_clear();
   (void)devices, (void)ndev;
   if (out != NULL) *out = NULL;
   return not_built("group_create");
 }
 
-COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
-                                                const coll_comm_config_t *cfg,
-                                                coll_group_t **out) {
+coll_status_t coll_group_create_config(const int *devices, int ndev,
+                                       const coll_comm_config_t *cfg,
+                                       coll_group_t **out) {
   coll__err_clear();
   (void)devices, (void)ndev, (void)cfg;
   if (out != NULL) *out = NULL;
   return not_built("group_create");
 }
 
-COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
-                                               coll_abort_handle_t **out) {
+coll_status_t coll_group_abort_handle(coll_group_t *g,
+                                      coll_abort_handle_t **out) {
   coll__err_clear();
   (void)g;
   if (out != NULL) *out = NULL;
   return not_built("group_abort_handle");
 }
 
-COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
-                                            int nbufs, size_t count,
-                                            coll_dtype_t dt, coll_op_t op,
-                                            void *const *streams,
-                                            int nstreams) {
+coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
+                                   int nbufs, size_t count, coll_dtype_t dt,
+                                   coll_op_t op, void *const *streams,
+                                   int nstreams) {
   coll__err_clear();
   (void)g, (void)bufs, (void)nbufs, (void)count, (void)dt, (void)op;
   (void)streams, (void)nstreams;
   return not_built("group_allreduce");
 }
 
-COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
-                                            int nbufs, size_t count,
-                                            coll_dtype_t dt, int root,
-                                            void *const *streams,
-                                            int nstreams) {
+coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
+                                   int nbufs, size_t count, coll_dtype_t dt,
+                                   int root, void *const *streams,
+                                   int nstreams) {
   coll__err_clear();
   (void)g, (void)bufs, (void)nbufs, (void)count, (void)dt, (void)root;
   (void)streams, (void)nstreams;
   return not_built("group_broadcast");
 }
 
-COLL_API int coll_group_size(const coll_group_t *g) {
+int coll_group_size(const coll_group_t *g) {
   (void)g;
   return 0;
 }
 
-COLL_API const int *coll_group_devices(const coll_group_t *g) {
+const int *coll_group_devices(const coll_group_t *g) {
   (void)g;
   return NULL;
 }
 
-COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
+coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
   coll__err_clear();
   (void)g, (void)comms;
   return not_built("group_split");
 }
 
 /* No group can exist, so there is nothing to destroy. */
-COLL_API coll_status_t coll_group_destroy(coll_group_t *g) {
+coll_status_t coll_group_destroy(coll_group_t *g) {
   coll__err_clear();
   (void)g;
   return COLL_OK;

@@ -17,7 +17,7 @@
 _Static_assert(sizeof(coll_unique_id_t) == sizeof(ncclUniqueId),
                "coll_unique_id_t must hold an ncclUniqueId");
 
-COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
+coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   const coll_nccl_table_t *t;
   ncclUniqueId id;
   ncclResult_t r;
