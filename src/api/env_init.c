@@ -72,14 +72,6 @@ static coll_status_t read_env(env_job_t *j) {
                           &j->master_port);
 }
 
-static int64_t config_timeout(const coll_comm_config_t *cfg) {
-  if (cfg != NULL &&
-      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
-      cfg->timeout_ms != 0)
-    return cfg->timeout_ms;
-  return coll__default_timeout_ms();
-}
-
 coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
                                   const coll_comm_config_t *cfg,
                                   int64_t timeout_ms, coll_comm_t **out) {
@@ -124,7 +116,7 @@ static coll_status_t nccl_init(const env_job_t *j,
   rc = (coll_rdv_cfg_t){j->rank,   j->world, j->master_addr,
                         master_ip, j->master_port,
                         coll__env(COLL_ENV_AUTH_TOKEN),
-                        coll__deadline(config_timeout(cfg))};
+                        coll__deadline(coll__config_timeout_ms(cfg))};
   COLL_CHECK(coll__rdv_open(&rc, &r));
   left = coll__remaining_ms(rc.deadline_ms);
   /* 0 would read as "the default" there; a spent budget is 1 ms. */
@@ -151,7 +143,7 @@ static coll_status_t cpu_init(const env_job_t *j,
   tc.world = j->world;
   tc.master_addr = j->master_addr;
   tc.master_port = j->master_port;
-  tc.timeout_ms = config_timeout(cfg);
+  tc.timeout_ms = coll__config_timeout_ms(cfg);
   COLL_CHECK(coll_tcp_create(&tc, &t));
   return coll__cpu_comm_create(t, cfg, out);
 }

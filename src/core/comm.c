@@ -8,10 +8,12 @@
 
 #include "core/env.h"
 
-int64_t coll__default_timeout_ms(void) {
-  int64_t v;
-  if (coll__env_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
-  return 300000;
+int64_t coll__config_timeout_ms(const coll_comm_config_t *cfg) {
+  if (cfg != NULL &&
+      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
+      cfg->timeout_ms != 0)
+    return cfg->timeout_ms;
+  return coll__default_timeout_ms();
 }
 
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg) {
@@ -28,14 +30,12 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   coll_status_t s;
   const char *name = NULL;
   coll_abort_handle_t *adopt = NULL;
-  int64_t timeout = 0;
   if (cfg != NULL) {
     if (cfg->size < offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t))
       return coll__err(COLL_ERR_INVALID_ARG,
                        "comm config: size %zu is too small; start from "
                        "COLL_COMM_CONFIG_INIT",
                        cfg->size);
-    timeout = cfg->timeout_ms;
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
       name = cfg->name;
     adopt = coll__config_abort_handle(cfg);
@@ -61,7 +61,7 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   c->ops = ops;
   c->rank = rank;
   c->world = world;
-  c->timeout_ms = timeout == 0 ? coll__default_timeout_ms() : timeout;
+  c->timeout_ms = coll__config_timeout_ms(cfg);
   if (name != NULL)
     snprintf(c->name, sizeof c->name, "%s", name);
   else

@@ -82,6 +82,9 @@ struct coll_comm {
 coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
                              int world, const coll_comm_config_t *cfg,
                              coll_comm_t **out);
+/* cfg's timeout when the config is large enough to carry one and it is not
+ * 0, else coll__default_timeout_ms() (core/env.h). */
+int64_t coll__config_timeout_ms(const coll_comm_config_t *cfg);
 /* cfg's abort handle if the config is large enough to carry one, else NULL. */
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg);
 /* Frees a shell whose backend state is already gone (or was never made). */
@@ -99,8 +102,5 @@ coll_status_t coll__abort_handle_link(coll_abort_handle_t *parent,
 /* coll_abort for a caller that already holds h->guard (a backend that found
  * a fatal error while enqueueing). Children are not visited. */
 void coll__abort_locked(coll_abort_handle_t *h);
-
-/* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
-int64_t coll__default_timeout_ms(void);
 
 #endif

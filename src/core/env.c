@@ -51,6 +51,12 @@ int coll__env_int(coll_env_t id, int64_t *out) {
   return 1;
 }
 
+int64_t coll__default_timeout_ms(void) {
+  int64_t v;
+  if (coll__env_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
+  return COLL_DEFAULT_TIMEOUT_MS;
+}
+
 int coll_env_count(void) { return COLL_ENV_COUNT; }
 
 const char *coll_env_name(int i) {

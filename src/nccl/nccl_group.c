@@ -66,7 +66,7 @@ static coll_status_t wrap_all(const coll_nccl_table_t *t, coll_group_t *g,
   char name[64];
   coll_status_t s = COLL_OK;
   int i;
-  each.timeout_ms = coll__nccl_init_timeout(cfg);
+  each.timeout_ms = coll__config_timeout_ms(cfg);
   for (i = 0; i < g->ndev; i++) {
     each.name = NULL;
     if (base != NULL) {
@@ -89,7 +89,7 @@ static coll_status_t wrap_all(const coll_nccl_table_t *t, coll_group_t *g,
  * then each comm's state polled with the deadline and the group's handle. */
 static coll_status_t init_all(const coll_nccl_table_t *t, coll_group_t *g,
                               ncclComm_t *ncs, const coll_comm_config_t *cfg) {
-  int64_t timeout = coll__nccl_init_timeout(cfg);
+  int64_t timeout = coll__config_timeout_ms(cfg);
   coll_nccl_watch_t w;
   ncclConfig_t config;
   ncclUniqueId id;

@@ -42,14 +42,6 @@ void coll__nccl_config(ncclConfig_t *out, const char *name) {
   *out = c;
 }
 
-int64_t coll__nccl_init_timeout(const coll_comm_config_t *cfg) {
-  if (cfg != NULL &&
-      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
-      cfg->timeout_ms != 0)
-    return cfg->timeout_ms;
-  return coll__default_timeout_ms();
-}
-
 const char *coll__nccl_config_name(const coll_comm_config_t *cfg) {
   if (cfg != NULL &&
       cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
@@ -89,7 +81,7 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     cudaError_t e = t->cuda_get_device(&dev);
     if (e != cudaSuccess) return coll__cuda_result(t, e, "comm_init_rank");
   }
-  timeout = coll__nccl_init_timeout(cfg);
+  timeout = coll__config_timeout_ms(cfg);
   COLL_CHECK_GOTO(coll__cuda_device_enter(t, dev, &saved, "comm_init_rank"), s,
                   done);
   memcpy(nid.internal, id->internal, sizeof nid.internal);

@@ -9,8 +9,6 @@
 
 /* A nonblocking NCCL config named `name` (may be NULL). */
 void coll__nccl_config(ncclConfig_t *out, const char *name);
-/* The config's timeout for an init (0 or no config: COLL_TIMEOUT_MS). */
-int64_t coll__nccl_init_timeout(const coll_comm_config_t *cfg);
 /* The config's name, or NULL. */
 const char *coll__nccl_config_name(const coll_comm_config_t *cfg);
 

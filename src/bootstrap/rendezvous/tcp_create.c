@@ -7,7 +7,6 @@
 
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
-#include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"

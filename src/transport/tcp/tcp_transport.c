@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "core/comm.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/tcp/tcp_int.h"
