@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "algo/algo_util.h"
-#include "core/comm.h"
+#include "core/le.h"
+#include "core/work.h"
 
 /* The wire form: little-endian, fixed size. */
 #define DESC_BYTES 44
@@ -29,47 +30,26 @@ typedef struct agree_state {
   coll_desc_t da, db;
 } agree_state_t;
 
-static void put32(unsigned char *p, uint32_t v) {
-  int i;
-  for (i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p) {
-  uint32_t v = 0;
-  int i;
-  for (i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
-static void put64(unsigned char *p, uint64_t v) {
-  put32(p, (uint32_t)v);
-  put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t get64(const unsigned char *p) {
-  return get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static void put_desc(unsigned char *p, const coll_desc_t *d) {
-  put32(p, d->kind);
-  put32(p + 4, (uint32_t)d->dtype);
-  put32(p + 8, (uint32_t)d->op);
-  put32(p + 12, (uint32_t)d->root);
-  put64(p + 16, d->count);
-  put64(p + 24, d->nbufs);
-  put64(p + 32, d->total);
-  put32(p + 40, d->list);
+  coll__put_le32(p, d->kind);
+  coll__put_le32(p + 4, (uint32_t)d->dtype);
+  coll__put_le32(p + 8, (uint32_t)d->op);
+  coll__put_le32(p + 12, (uint32_t)d->root);
+  coll__put_le64(p + 16, d->count);
+  coll__put_le64(p + 24, d->nbufs);
+  coll__put_le64(p + 32, d->total);
+  coll__put_le32(p + 40, d->list);
 }
 
 static void get_desc(const unsigned char *p, coll_desc_t *d) {
-  d->kind = get32(p);
-  d->dtype = (int32_t)get32(p + 4);
-  d->op = (int32_t)get32(p + 8);
-  d->root = (int32_t)get32(p + 12);
-  d->count = get64(p + 16);
-  d->nbufs = get64(p + 24);
-  d->total = get64(p + 32);
-  d->list = get32(p + 40);
+  d->kind = coll__get_le32(p);
+  d->dtype = (int32_t)coll__get_le32(p + 4);
+  d->op = (int32_t)coll__get_le32(p + 8);
+  d->root = (int32_t)coll__get_le32(p + 12);
+  d->count = coll__get_le64(p + 16);
+  d->nbufs = coll__get_le64(p + 24);
+  d->total = coll__get_le64(p + 32);
+  d->list = coll__get_le32(p + 40);
   d->bufs = NULL; /* another rank's buffers are not ours to name */
 }
 
@@ -96,18 +76,18 @@ void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
 
 static void pack(unsigned char *p, const agree_state_t *st) {
   put_desc(p, &st->mine);
-  put32(p + DESC_BYTES, st->flag);
-  put32(p + DESC_BYTES + 4, (uint32_t)st->ra);
-  put32(p + DESC_BYTES + 8, (uint32_t)st->rb);
+  coll__put_le32(p + DESC_BYTES, st->flag);
+  coll__put_le32(p + DESC_BYTES + 4, (uint32_t)st->ra);
+  coll__put_le32(p + DESC_BYTES + 8, (uint32_t)st->rb);
   put_desc(p + DESC_BYTES + 12, &st->da);
   put_desc(p + 2 * DESC_BYTES + 12, &st->db);
 }
 
 static void unpack(const unsigned char *p, agree_state_t *st) {
   get_desc(p, &st->mine);
-  st->flag = get32(p + DESC_BYTES);
-  st->ra = (int32_t)get32(p + DESC_BYTES + 4);
-  st->rb = (int32_t)get32(p + DESC_BYTES + 8);
+  st->flag = coll__get_le32(p + DESC_BYTES);
+  st->ra = (int32_t)coll__get_le32(p + DESC_BYTES + 4);
+  st->rb = (int32_t)coll__get_le32(p + DESC_BYTES + 8);
   get_desc(p + DESC_BYTES + 12, &st->da);
   get_desc(p + 2 * DESC_BYTES + 12, &st->db);
 }
@@ -165,11 +145,12 @@ static coll_status_t swap(agree_t *A, int peer, int send, int recv,
                           agree_state_t *got) {
   pack(A->out, &A->st);
   if (recv)
-    COLL_CHECK(algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
+    COLL_CHECK(coll__algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
   if (send)
-    COLL_CHECK(algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
-  if (recv) COLL_CHECK(algo_wait(&A->run, &A->req[0], AGREE_BYTES));
-  if (send) COLL_CHECK(algo_wait(&A->run, &A->req[1], 0));
+    COLL_CHECK(
+        coll__algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
+  if (recv) COLL_CHECK(coll__algo_wait(&A->run, &A->req[0], AGREE_BYTES));
+  if (send) COLL_CHECK(coll__algo_wait(&A->run, &A->req[1], 0));
   if (recv) unpack(A->in, got);
   return COLL_OK;
 }
@@ -310,12 +291,12 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
   agree_t A;
   if (ctx->world == 1) return COLL_OK;
   memset(&A, 0, sizeof A);
-  algo_run_init(&A.run, ctx, "agree", ALGO_PH_AGREE);
+  coll__algo_run_init(&A.run, ctx, "agree", ALGO_PH_AGREE);
   A.st.mine = *d;
   A.st.ra = A.st.rb = -1;
   if (agree_body(&A, ctx->rank, ctx->world) != COLL_OK) {
-    algo_cancel(&A.run, A.req, 2);
-    return algo_done(&A.run);
+    coll__algo_cancel(&A.run, A.req, 2);
+    return coll__algo_done(&A.run);
   }
   return A.st.flag ? mismatch(&A.st, ctx->rank, d) : COLL_OK;
 }

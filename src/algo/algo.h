@@ -8,11 +8,11 @@
  * Float results are bit-identical on every rank: each element is combined in
  * one order, on one rank, and then copied.
  *
- * On any failure except a descriptor mismatch in coll__agree, an algorithm
- * aborts the transport (so no buffer is touched after it returns, and peers
- * waiting on this rank fail at once instead of at their deadline), reaps
- * every request it posted, and returns the first error with a sentence in
- * coll_last_error().
+ * On any failure except a mismatch of the ranks' arguments (coll__agree,
+ * coll__fedavg), an algorithm aborts the transport (so no buffer is touched
+ * after it returns, and peers waiting on this rank fail at once instead of
+ * at their deadline), reaps every request it posted, and returns the first
+ * error with a sentence in coll_last_error().
  * One thread per context. */
 #ifndef COLL_ALGO_ALGO_H
 #define COLL_ALGO_ALGO_H
@@ -103,5 +103,20 @@ coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
 coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
                            coll_dtype_t dt, coll_op_t op, int root);
 coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);
+
+/* Federated averaging with a deadline (coll_federated_average): rank 0
+ * averages its own data and the contributions that arrive before
+ * deadline_ms (absolute, like the context's), and sends the mean and the participant count to
+ * every rank, into data and *participants (may be NULL). A late
+ * contribution never stalls a round: rank 0 receives it later and drops
+ * it. *state (NULL at first, allocated here) carries the round counter and
+ * those late requests from one round to the next. */
+typedef struct coll_fedavg coll_fedavg_t;
+coll_status_t coll__fedavg(const coll_algo_ctx_t *ctx, coll_fedavg_t **state,
+                           float *data, size_t count, int64_t deadline_ms,
+                           int *participants);
+/* Ends the late requests still pending (aborting t if there are any) and
+ * frees state; NULL is a no-op. */
+void coll__fedavg_free(coll_fedavg_t *state, coll_transport_t *t);
 
 #endif

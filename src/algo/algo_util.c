@@ -8,8 +8,8 @@
 
 #include "reduce/reduce.h"
 
-void algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
-                   const char *what, uint32_t phase) {
+void coll__algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
+                         const char *what, uint32_t phase) {
   run->ctx = ctx;
   run->what = what;
   run->tag = COLL_ALGO_TAG(ctx->seq, phase);
@@ -18,8 +18,12 @@ void algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
   coll__err_clear();
 }
 
-coll_status_t algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
-                        ...) {
+void coll__algo_run_phase(algo_run_t *run, uint32_t phase) {
+  run->tag = COLL_ALGO_TAG(run->ctx->seq, phase);
+}
+
+coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
+                              ...) {
   char where[160];
   const char *why = coll_last_error();
   va_list ap;
@@ -39,28 +43,28 @@ coll_status_t algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
   return coll__err(s, "%s", run->msg);
 }
 
-coll_status_t algo_isend(algo_run_t *run, algo_req_t *q, int peer,
-                         const void *buf, size_t len) {
+coll_status_t coll__algo_isend(algo_run_t *run, algo_req_t *q, int peer,
+                               const void *buf, size_t len) {
   coll_status_t s =
       coll__t_isend(run->ctx->t, peer, run->tag, buf, len, &q->h);
   q->peer = peer;
   q->is_recv = 0;
   q->live = s == COLL_OK;
-  if (s != COLL_OK) algo_fail(run, s, "send to rank %d", peer);
+  if (s != COLL_OK) coll__algo_fail(run, s, "send to rank %d", peer);
   return s;
 }
 
-coll_status_t algo_irecv(algo_run_t *run, algo_req_t *q, int peer, void *buf,
-                         size_t cap) {
+coll_status_t coll__algo_irecv(algo_run_t *run, algo_req_t *q, int peer,
+                               void *buf, size_t cap) {
   coll_status_t s = coll__t_irecv(run->ctx->t, peer, run->tag, buf, cap, &q->h);
   q->peer = peer;
   q->is_recv = 1;
   q->live = s == COLL_OK;
-  if (s != COLL_OK) algo_fail(run, s, "receive from rank %d", peer);
+  if (s != COLL_OK) coll__algo_fail(run, s, "receive from rank %d", peer);
   return s;
 }
 
-coll_status_t algo_wait(algo_run_t *run, algo_req_t *q, size_t len) {
+coll_status_t coll__algo_wait(algo_run_t *run, algo_req_t *q, size_t len) {
   coll_status_t s;
   if (q->is_recv)
     s = coll__t_wait_exact(run->ctx->t, q->h, run->ctx->deadline_ms, len);
@@ -70,28 +74,30 @@ coll_status_t algo_wait(algo_run_t *run, algo_req_t *q, size_t len) {
    * it. A length mismatch completes the receive, and it is reported so. */
   if (s != COLL_ERR_TIMEOUT) q->live = 0;
   if (s != COLL_OK)
-    algo_fail(run, s, "%s rank %d", q->is_recv ? "receive from" : "send to",
-              q->peer);
+    coll__algo_fail(run, s, "%s rank %d",
+                    q->is_recv ? "receive from" : "send to", q->peer);
   return s;
 }
 
-void algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n) {
+void coll__algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n) {
   size_t i;
-  /* algo_fail aborted the transport: every wait below fails at once. */
+  /* coll__algo_fail aborted the transport; a failure that did not pass through
+   * it (no scratch memory) must still tell the peers. */
   if (run->status == COLL_OK) coll__t_abort(run->ctx->t);
   for (i = 0; i < n; i++) {
     if (!reqs[i].live) continue;
-    (void)coll__t_wait(run->ctx->t, reqs[i].h, -1, NULL);
+    (void)coll__t_abort_reap(run->ctx->t, reqs[i].h, run->status);
     reqs[i].live = 0;
   }
 }
 
-coll_status_t algo_done(algo_run_t *run) {
+coll_status_t coll__algo_done(algo_run_t *run) {
   if (run->status != COLL_OK) coll__err(run->status, "%s", run->msg);
   return run->status;
 }
 
-coll_reduce_fn_t algo_kernel(const char *what, coll_dtype_t dt, coll_op_t op) {
+coll_reduce_fn_t coll__algo_kernel(const char *what, coll_dtype_t dt,
+                                   coll_op_t op) {
   coll_reduce_fn_t fn = coll__reduce_fn(dt, op);
   if (fn == NULL)
     coll__err(COLL_ERR_UNSUPPORTED, "%s: no reduction kernel for %s %s", what,

@@ -21,7 +21,12 @@ enum {
   ALGO_PH_BCAST = 4,
   ALGO_PH_REDUCE = 5,
   ALGO_PH_GATHER = 6,
-  ALGO_PH_BARRIER = 7
+  ALGO_PH_BARRIER = 7,
+  /* Federated average: its tags count its own rounds instead of the comm's
+   * collectives (a late contribution is matched by round), so its phases
+   * sit at the top, clear of every other algorithm's. */
+  ALGO_PH_FED_CONTRIB = 0x7FE,
+  ALGO_PH_FED_RESULT = 0x7FF
 };
 
 /* One posted send or receive. */
@@ -43,44 +48,50 @@ typedef struct algo_run {
 
 /* Starts a run: clears this thread's error text (so a transport that fails
  * without a text is noticed) and computes the tag of `phase`. */
-void algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
-                   const char *what, uint32_t phase);
+void coll__algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
+                         const char *what, uint32_t phase);
+
+/* Moves the run to another message stream (`phase`) of the same
+ * collective, for algorithms that send on two. */
+void coll__algo_run_phase(algo_run_t *run, uint32_t phase);
 
 /* Records failure s as "<what>: <fmt...>: <this thread's current text>"
  * unless an earlier one was recorded, and aborts the transport on the first
  * one: the streams are out of step, pending requests must fail at once, and
  * peers waiting on this rank learn of it now rather than at their deadline.
  * Returns the run's first status. */
-coll_status_t algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
-                        ...) __attribute__((format(printf, 3, 4)));
+coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
+                              ...) __attribute__((format(printf, 3, 4)));
 
 /* Posts a send / receive into q. On failure nothing is pending for q and
  * the failure is recorded. */
-coll_status_t algo_isend(algo_run_t *run, algo_req_t *q, int peer,
-                         const void *buf, size_t len);
-coll_status_t algo_irecv(algo_run_t *run, algo_req_t *q, int peer, void *buf,
-                         size_t cap);
+coll_status_t coll__algo_isend(algo_run_t *run, algo_req_t *q, int peer,
+                               const void *buf, size_t len);
+coll_status_t coll__algo_irecv(algo_run_t *run, algo_req_t *q, int peer,
+                               void *buf, size_t cap);
 
 /* Completes q before the run's deadline; a receive must deliver exactly
- * `len` bytes. On COLL_ERR_TIMEOUT q stays live (algo_cancel reaps it). */
-coll_status_t algo_wait(algo_run_t *run, algo_req_t *q, size_t len);
+ * `len` bytes. On COLL_ERR_TIMEOUT q stays live (coll__algo_cancel reaps
+ * it). */
+coll_status_t coll__algo_wait(algo_run_t *run, algo_req_t *q, size_t len);
 
 /* After a failure (the transport is aborted): waits each live request of
  * reqs[0..n), which fails at once. */
-void algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n);
+void coll__algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n);
 
 /* Ends a run: puts the first failure's text back (waits while cancelling
  * may have overwritten it) and returns the run's status. */
-coll_status_t algo_done(algo_run_t *run);
+coll_status_t coll__algo_done(algo_run_t *run);
 
 /* Moves `bytes` at buf in segments of `seg` bytes: receives each segment
  * from `from` (if >= 0) into buf and sends it to `to` (if >= 0) once it is
  * there. On failure its own requests are already reaped. Used by the
  * pipelined chain broadcast and the reduce's gather. */
-coll_status_t algo_stream(algo_run_t *run, int from, int to, char *buf,
-                          size_t bytes, size_t seg);
+coll_status_t coll__algo_stream(algo_run_t *run, int from, int to, char *buf,
+                                size_t bytes, size_t seg);
 
 /* A reduction kernel for (dt, op), or NULL with the failure recorded. */
-coll_reduce_fn_t algo_kernel(const char *what, coll_dtype_t dt, coll_op_t op);
+coll_reduce_fn_t coll__algo_kernel(const char *what, coll_dtype_t dt,
+                                   coll_op_t op);
 
 #endif

@@ -25,10 +25,10 @@ typedef struct rd {
  * before either is waited. */
 static coll_status_t rd_exchange(rd_t *R, int peer, const void *src,
                                  void *dst) {
-  COLL_CHECK(algo_irecv(&R->run, &R->req[0], peer, dst, R->bytes));
-  COLL_CHECK(algo_isend(&R->run, &R->req[1], peer, src, R->bytes));
-  COLL_CHECK(algo_wait(&R->run, &R->req[0], R->bytes));
-  return algo_wait(&R->run, &R->req[1], 0);
+  COLL_CHECK(coll__algo_irecv(&R->run, &R->req[0], peer, dst, R->bytes));
+  COLL_CHECK(coll__algo_isend(&R->run, &R->req[1], peer, src, R->bytes));
+  COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], R->bytes));
+  return coll__algo_wait(&R->run, &R->req[1], 0);
 }
 
 /* The doubling rounds among ranks [0, p). `cur` holds this rank's value;
@@ -58,20 +58,24 @@ static coll_status_t rd_body(rd_t *R, int rank, int n) {
     /* Folded out: hand the value in, take the result back. The send is
      * waited first because the result lands in the same buffer; rank - p
      * posted its receive at its start, so that wait cannot stall. */
-    COLL_CHECK(algo_isend(&R->run, &R->req[1], rank - p, R->buf, R->bytes));
-    COLL_CHECK(algo_wait(&R->run, &R->req[1], 0));
-    COLL_CHECK(algo_irecv(&R->run, &R->req[0], rank - p, R->buf, R->bytes));
-    return algo_wait(&R->run, &R->req[0], R->bytes);
+    COLL_CHECK(
+        coll__algo_isend(&R->run, &R->req[1], rank - p, R->buf, R->bytes));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
+    COLL_CHECK(
+        coll__algo_irecv(&R->run, &R->req[0], rank - p, R->buf, R->bytes));
+    return coll__algo_wait(&R->run, &R->req[0], R->bytes);
   }
   if (rank + p < n) {
-    COLL_CHECK(algo_irecv(&R->run, &R->req[0], rank + p, R->spare, R->bytes));
-    COLL_CHECK(algo_wait(&R->run, &R->req[0], R->bytes));
+    COLL_CHECK(
+        coll__algo_irecv(&R->run, &R->req[0], rank + p, R->spare, R->bytes));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], R->bytes));
     R->fn(R->buf, R->spare, R->count);
   }
   COLL_CHECK(rd_rounds(R, rank, p));
   if (rank + p < n) {
-    COLL_CHECK(algo_isend(&R->run, &R->req[1], rank + p, R->buf, R->bytes));
-    COLL_CHECK(algo_wait(&R->run, &R->req[1], 0));
+    COLL_CHECK(
+        coll__algo_isend(&R->run, &R->req[1], rank + p, R->buf, R->bytes));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
   }
   return COLL_OK;
 }
@@ -80,17 +84,17 @@ coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op) {
   rd_t R;
   memset(&R, 0, sizeof R);
-  R.fn = algo_kernel("recursive-doubling allreduce", dt, op);
+  R.fn = coll__algo_kernel("recursive-doubling allreduce", dt, op);
   if (R.fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (ctx->world == 1 || count == 0) return COLL_OK;
-  algo_run_init(&R.run, ctx, "recursive-doubling allreduce", ALGO_PH_RD);
+  coll__algo_run_init(&R.run, ctx, "recursive-doubling allreduce", ALGO_PH_RD);
   R.buf = buf;
   R.count = count;
   R.bytes = count * coll_dtype_size(dt);
   R.spare = coll__scratch_get(ctx->scratch, R.bytes);
   if (R.spare == NULL)
-    return algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffer");
+    return coll__algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffer");
   if (rd_body(&R, ctx->rank, ctx->world) != COLL_OK)
-    algo_cancel(&R.run, R.req, 2);
-  return algo_done(&R.run);
+    coll__algo_cancel(&R.run, R.req, 2);
+  return coll__algo_done(&R.run);
 }

@@ -12,7 +12,7 @@ coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    coll_op_t op) {
   coll_ring_pass_t p;
   int n = ctx->world;
-  p.fn = algo_kernel("ring allreduce", dt, op);
+  p.fn = coll__algo_kernel("ring allreduce", dt, op);
   if (p.fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
   p.what = "ring allreduce";

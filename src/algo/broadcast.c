@@ -23,8 +23,8 @@ static coll_status_t bcast_tree(algo_run_t *run, char *buf, size_t bytes,
   for (; mask < n; mask <<= 1) {
     if (vr & mask) {
       int parent = (vr - mask + root) % n;
-      s = algo_irecv(run, &req[0], parent, buf, bytes);
-      if (s == COLL_OK) s = algo_wait(run, &req[0], bytes);
+      s = coll__algo_irecv(run, &req[0], parent, buf, bytes);
+      if (s == COLL_OK) s = coll__algo_wait(run, &req[0], bytes);
       if (s != COLL_OK) goto out;
       break;
     }
@@ -32,16 +32,16 @@ static coll_status_t bcast_tree(algo_run_t *run, char *buf, size_t bytes,
   /* Largest subtree first: it has the longest way to go. */
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask >= n) continue;
-    s = algo_isend(run, &req[k], (vr + mask + root) % n, buf, bytes);
+    s = coll__algo_isend(run, &req[k], (vr + mask + root) % n, buf, bytes);
     if (s != COLL_OK) goto out;
     k++;
   }
   while (k > 0) {
-    s = algo_wait(run, &req[--k], 0);
+    s = coll__algo_wait(run, &req[--k], 0);
     if (s != COLL_OK) goto out;
   }
 out:
-  if (s != COLL_OK) algo_cancel(run, req, BCAST_MAX_CHILDREN);
+  if (s != COLL_OK) coll__algo_cancel(run, req, BCAST_MAX_CHILDREN);
   return s;
 }
 
@@ -55,7 +55,7 @@ static coll_status_t bcast_chain(algo_run_t *run, char *buf, size_t bytes,
    * more than half the transfer itself. */
   size_t seg = bytes / (2 * (size_t)n) + 1;
   if (seg > ctx->seg_bytes) seg = ctx->seg_bytes;
-  return algo_stream(run, from, to, buf, bytes, seg);
+  return coll__algo_stream(run, from, to, buf, bytes, seg);
 }
 
 coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
@@ -63,11 +63,11 @@ coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
   algo_run_t run;
   if (ctx->world == 1 || bytes == 0) return COLL_OK;
   if (bytes < BCAST_TREE_MAX) {
-    algo_run_init(&run, ctx, "tree broadcast", ALGO_PH_BCAST);
+    coll__algo_run_init(&run, ctx, "tree broadcast", ALGO_PH_BCAST);
     (void)bcast_tree(&run, buf, bytes, root);
   } else {
-    algo_run_init(&run, ctx, "chain broadcast", ALGO_PH_BCAST);
+    coll__algo_run_init(&run, ctx, "chain broadcast", ALGO_PH_BCAST);
     (void)bcast_chain(&run, buf, bytes, root);
   }
-  return algo_done(&run);
+  return coll__algo_done(&run);
 }

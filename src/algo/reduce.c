@@ -32,19 +32,19 @@ static coll_status_t tree_body(tree_t *T, int root) {
     if (vr + up < n) nkids++;
   slots = coll__scratch_get(ctx->scratch, (size_t)nkids * T->bytes);
   if (slots == NULL && nkids > 0)
-    return algo_fail(&T->run, COLL_ERR_NO_MEMORY, "receive buffers");
+    return coll__algo_fail(&T->run, COLL_ERR_NO_MEMORY, "receive buffers");
   /* Post every child's receive first: children finish in any order. */
   for (k = 0, mask = 1; k < nkids; mask <<= 1, k++)
-    COLL_CHECK(algo_irecv(&T->run, &T->req[k], (vr + mask + root) % n,
-                          slots + (size_t)k * T->bytes, T->bytes));
+    COLL_CHECK(coll__algo_irecv(&T->run, &T->req[k], (vr + mask + root) % n,
+                                slots + (size_t)k * T->bytes, T->bytes));
   for (k = 0; k < nkids; k++) {
-    COLL_CHECK(algo_wait(&T->run, &T->req[k], T->bytes));
+    COLL_CHECK(coll__algo_wait(&T->run, &T->req[k], T->bytes));
     T->fn(T->buf, slots + (size_t)k * T->bytes, T->count);
   }
   if (vr == 0) return COLL_OK;
-  COLL_CHECK(algo_isend(&T->run, &T->req[0], (vr - up + root) % n, T->buf,
-                        T->bytes));
-  return algo_wait(&T->run, &T->req[0], 0);
+  COLL_CHECK(coll__algo_isend(&T->run, &T->req[0], (vr - up + root) % n, T->buf,
+                              T->bytes));
+  return coll__algo_wait(&T->run, &T->req[0], 0);
 }
 
 static coll_status_t reduce_tree(const coll_algo_ctx_t *ctx, char *buf,
@@ -52,14 +52,14 @@ static coll_status_t reduce_tree(const coll_algo_ctx_t *ctx, char *buf,
                                  int root) {
   tree_t T;
   memset(&T, 0, sizeof T);
-  algo_run_init(&T.run, ctx, "tree reduce", ALGO_PH_REDUCE);
+  coll__algo_run_init(&T.run, ctx, "tree reduce", ALGO_PH_REDUCE);
   T.buf = buf;
   T.count = count;
   T.bytes = count * esz;
   T.fn = fn;
   if (tree_body(&T, root) != COLL_OK)
-    algo_cancel(&T.run, T.req, REDUCE_MAX_CHILDREN);
-  return algo_done(&T.run);
+    coll__algo_cancel(&T.run, T.req, REDUCE_MAX_CHILDREN);
+  return coll__algo_done(&T.run);
 }
 
 /* Block c of the reduce-scatter lives on rank c: stream it to root. */
@@ -68,21 +68,21 @@ static coll_status_t gather_blocks(const coll_algo_ctx_t *ctx, char *buf,
   algo_run_t run;
   size_t off, len;
   int c;
-  algo_run_init(&run, ctx, "ring reduce (gather)", ALGO_PH_GATHER);
+  coll__algo_run_init(&run, ctx, "ring reduce (gather)", ALGO_PH_GATHER);
   if (ctx->rank != root) {
     len = coll__ring_block(count, ctx->world, ctx->rank, &off);
-    (void)algo_stream(&run, -1, root, buf + off * esz, len * esz,
-                      ctx->seg_bytes);
-    return algo_done(&run);
+    (void)coll__algo_stream(&run, -1, root, buf + off * esz, len * esz,
+                            ctx->seg_bytes);
+    return coll__algo_done(&run);
   }
   for (c = 0; c < ctx->world; c++) {
     if (c == root) continue;
     len = coll__ring_block(count, ctx->world, c, &off);
-    if (algo_stream(&run, c, -1, buf + off * esz, len * esz,
-                    ctx->seg_bytes) != COLL_OK)
+    if (coll__algo_stream(&run, c, -1, buf + off * esz, len * esz,
+                          ctx->seg_bytes) != COLL_OK)
       break;
   }
-  return algo_done(&run);
+  return coll__algo_done(&run);
 }
 
 coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
@@ -90,7 +90,7 @@ coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
   coll_ring_pass_t p;
   int n = ctx->world;
   size_t esz = coll_dtype_size(dt);
-  coll_reduce_fn_t fn = algo_kernel("reduce", dt, op);
+  coll_reduce_fn_t fn = coll__algo_kernel("reduce", dt, op);
   if (fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
   if (count * esz < REDUCE_TREE_MAX)

@@ -9,7 +9,7 @@ coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,
                                         coll_op_t op) {
   coll_ring_pass_t p;
   int n = ctx->world;
-  p.fn = algo_kernel("ring reduce-scatter", dt, op);
+  p.fn = coll__algo_kernel("ring reduce-scatter", dt, op);
   if (p.fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
   p.what = "ring reduce-scatter";

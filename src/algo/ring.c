@@ -94,7 +94,7 @@ static void advance(const ring_t *R, int *s, size_t *m) {
  * order). */
 static coll_status_t send_reap(ring_t *R, int upto) {
   while (R->send_count > 0 && R->send_step[R->send_head] <= upto) {
-    COLL_CHECK(algo_wait(&R->run, &R->send[R->send_head], 0));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->send[R->send_head], 0));
     R->send_head = (R->send_head + 1) % RING_SEND_CAP;
     R->send_count--;
   }
@@ -108,8 +108,8 @@ static coll_status_t send_post(ring_t *R, int s, size_t off, size_t len) {
     COLL_CHECK(send_reap(R, R->send_step[R->send_head]));
   i = (R->send_head + R->send_count) % RING_SEND_CAP;
   R->send_step[i] = s;
-  COLL_CHECK(algo_isend(&R->run, &R->send[i], R->next,
-                        R->p->buf + off * R->p->esz, len * R->p->esz));
+  COLL_CHECK(coll__algo_isend(&R->run, &R->send[i], R->next,
+                              R->p->buf + off * R->p->esz, len * R->p->esz));
   R->send_count++;
   return COLL_OK;
 }
@@ -133,7 +133,8 @@ static coll_status_t recv_fill(ring_t *R) {
       if (s + 1 - R->n >= 0) COLL_CHECK(send_reap(R, s + 1 - R->n));
       dst = p->buf + off * p->esz;
     }
-    COLL_CHECK(algo_irecv(&R->run, &R->recv[k], R->prev, dst, len * p->esz));
+    COLL_CHECK(
+        coll__algo_irecv(&R->run, &R->recv[k], R->prev, dst, len * p->esz));
     R->posted++;
     advance(R, &R->post_s, &R->post_m);
   }
@@ -159,7 +160,7 @@ static coll_status_t ring_round(ring_t *R) {
     int s = R->proc_s;
     size_t k = R->processed % RING_WINDOW;
     len = segment(R, recv_block(R, s), R->proc_m, &off);
-    COLL_CHECK(algo_wait(&R->run, &R->recv[k], len * p->esz));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->recv[k], len * p->esz));
     if (s < p->nreduce)
       p->fn(p->buf + off * p->esz, R->slots + k * R->seg * p->esz, len);
     /* What arrived at step s is what this rank sends at step s+1. */
@@ -191,7 +192,7 @@ coll_status_t coll__ring_run(const coll_algo_ctx_t *ctx,
   coll_status_t s = COLL_OK;
   if (ctx->world == 1 || max_block == 0) return COLL_OK;
   memset(&R, 0, sizeof R);
-  algo_run_init(&R.run, ctx, p->what, ALGO_PH_RING);
+  coll__algo_run_init(&R.run, ctx, p->what, ALGO_PH_RING);
   R.p = p;
   R.n = ctx->world;
   R.rank = ctx->rank;
@@ -201,14 +202,14 @@ coll_status_t coll__ring_run(const coll_algo_ctx_t *ctx,
   if (p->nreduce > 0) {
     R.slots = coll__scratch_get(ctx->scratch, RING_WINDOW * R.seg * p->esz);
     if (R.slots == NULL)
-      return algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffers");
+      return coll__algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffers");
   }
   for (R.round_off = 0; R.round_off < max_block && s == COLL_OK;
        R.round_off += R.round_elems)
     s = ring_round(&R);
   if (s != COLL_OK) {
-    algo_cancel(&R.run, R.recv, RING_WINDOW);
-    algo_cancel(&R.run, R.send, RING_SEND_CAP);
+    coll__algo_cancel(&R.run, R.recv, RING_WINDOW);
+    coll__algo_cancel(&R.run, R.send, RING_SEND_CAP);
   }
-  return algo_done(&R.run);
+  return coll__algo_done(&R.run);
 }

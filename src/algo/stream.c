@@ -13,8 +13,8 @@ static size_t seg_len(size_t bytes, size_t seg, size_t j) {
   return left < seg ? left : seg;
 }
 
-coll_status_t algo_stream(algo_run_t *run, int from, int to, char *buf,
-                          size_t bytes, size_t seg) {
+coll_status_t coll__algo_stream(algo_run_t *run, int from, int to, char *buf,
+                                size_t bytes, size_t seg) {
   algo_req_t rq[STREAM_RECVS], sq[STREAM_SENDS];
   size_t nseg, j, posted = 0, shead = 0, scount = 0;
   coll_status_t s = COLL_OK;
@@ -26,37 +26,37 @@ coll_status_t algo_stream(algo_run_t *run, int from, int to, char *buf,
     size_t len = seg_len(bytes, seg, j);
     if (from >= 0) {
       while (posted < nseg && posted < j + STREAM_RECVS) {
-        s = algo_irecv(run, &rq[posted % STREAM_RECVS], from,
-                       buf + posted * seg, seg_len(bytes, seg, posted));
+        s = coll__algo_irecv(run, &rq[posted % STREAM_RECVS], from,
+                             buf + posted * seg, seg_len(bytes, seg, posted));
         if (s != COLL_OK) goto out;
         posted++;
       }
-      s = algo_wait(run, &rq[j % STREAM_RECVS], len);
+      s = coll__algo_wait(run, &rq[j % STREAM_RECVS], len);
       if (s != COLL_OK) goto out;
     }
     if (to < 0) continue;
     /* The chain has no cycle: the receiver downstream drains these without
      * waiting for anything of ours, so waiting the oldest is safe. */
     if (scount == STREAM_SENDS) {
-      s = algo_wait(run, &sq[shead], 0);
+      s = coll__algo_wait(run, &sq[shead], 0);
       if (s != COLL_OK) goto out;
       shead = (shead + 1) % STREAM_SENDS;
       scount--;
     }
-    s = algo_isend(run, &sq[(shead + scount) % STREAM_SENDS], to,
-                   buf + j * seg, len);
+    s = coll__algo_isend(run, &sq[(shead + scount) % STREAM_SENDS], to,
+                         buf + j * seg, len);
     if (s != COLL_OK) goto out;
     scount++;
   }
   for (; scount > 0; scount--) {
-    s = algo_wait(run, &sq[shead], 0);
+    s = coll__algo_wait(run, &sq[shead], 0);
     if (s != COLL_OK) goto out;
     shead = (shead + 1) % STREAM_SENDS;
   }
 out:
   if (s != COLL_OK) {
-    algo_cancel(run, rq, STREAM_RECVS);
-    algo_cancel(run, sq, STREAM_SENDS);
+    coll__algo_cancel(run, rq, STREAM_RECVS);
+    coll__algo_cancel(run, sq, STREAM_SENDS);
   }
   return s;
 }

@@ -8,20 +8,12 @@
 
 #include "core/env.h"
 
-int64_t coll__default_timeout_ms(void) {
-  int64_t v;
-  /* Quiet: an invalid value was refused when the comm was made. */
-  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
-  return 300000;
-}
-
-coll_status_t coll__env_timeout_check(void) {
-  int64_t v;
-  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) >= 0) return COLL_OK;
-  return coll__err(COLL_ERR_INVALID_ARG,
-                   "COLL_TIMEOUT_MS='%s' is not a number of milliseconds "
-                   "(0 or unset: the default 300000; < 0: no bound)",
-                   coll__env(COLL_ENV_TIMEOUT_MS));
+int64_t coll__config_timeout_ms(const coll_comm_config_t *cfg) {
+  if (cfg != NULL &&
+      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
+      cfg->timeout_ms != 0)
+    return cfg->timeout_ms;
+  return coll__default_timeout_ms();
 }
 
 /* Where the magic ends: a config this long or longer must carry it. */
@@ -71,11 +63,9 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   coll_status_t s;
   const char *name = NULL;
   coll_abort_handle_t *adopt = NULL;
-  int64_t timeout = 0;
   COLL_CHECK(coll__config_check(cfg, "comm config"));
   COLL_CHECK(coll__env_timeout_check());
   if (cfg != NULL) {
-    timeout = cfg->timeout_ms;
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
       name = cfg->name;
     adopt = coll__config_abort_handle(cfg);
@@ -101,7 +91,7 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
   c->ops = ops;
   c->rank = rank;
   c->world = world;
-  c->timeout_ms = timeout == 0 ? coll__default_timeout_ms() : timeout;
+  c->timeout_ms = coll__config_timeout_ms(cfg);
   if (name != NULL)
     snprintf(c->name, sizeof c->name, "%s", name);
   else
@@ -120,24 +110,6 @@ void coll__comm_free_shell(coll_comm_t *c) {
   uv_mutex_unlock(&c->abort->guard);
   coll_abort_handle_release(c->abort);
   free(c);
-}
-
-coll_status_t coll_comm_create(coll_transport_t *t,
-                               const coll_comm_config_t *cfg,
-                               coll_comm_t **out) {
-  coll__err_clear();
-  if (out == NULL) {
-    coll_transport_destroy(t);
-    return coll__err(COLL_ERR_INVALID_ARG, "comm_create: out is NULL");
-  }
-  *out = NULL;
-  if (t == NULL)
-    return coll__err(COLL_ERR_INVALID_ARG, "comm_create: transport is NULL");
-  {
-    coll_status_t s = coll__cpu_comm_create(t, cfg, out);
-    if (s != COLL_OK) coll__err_prefix("comm_create");
-    return s;
-  }
 }
 
 coll_status_t coll_comm_destroy(coll_comm_t *c) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* comm.h: the communicator, the backend vtable, work descriptors, requests
- * and abort handles, shared by the API layer and every backend. */
+/* comm.h: the communicator, the backend vtable, requests and abort handles,
+ * shared by the API layer and every backend. Work descriptors are in
+ * core/work.h, which needs no libuv. */
 #ifndef COLL_CORE_COMM_H
 #define COLL_CORE_COMM_H
 
@@ -10,58 +11,7 @@
 
 #include "coll.h"
 #include "core/error.h"
-
-/* What a collective call asks for, after the API layer checked it. */
-typedef enum coll_work_kind {
-  COLL_WORK_ALLREDUCE = 1, /* bufs[0..nbufs): in place (send copied first) */
-  COLL_WORK_PREMUL_SUM,
-  COLL_WORK_BROADCAST,
-  COLL_WORK_ALLGATHER,
-  COLL_WORK_REDUCE_SCATTER,
-  COLL_WORK_REDUCE,
-  COLL_WORK_BARRIER,
-  COLL_WORK_SEND,
-  COLL_WORK_RECV,
-  COLL_WORK_NEGOTIATE,
-  COLL_WORK_FEDAVG
-} coll_work_kind_t;
-
-const char *coll__work_name(coll_work_kind_t k); /* "allreduce", ... */
-
-#define COLL_WORK_INLINE_BUFS 4
-
-typedef struct coll_work {
-  coll_work_kind_t kind;
-  const void *send;     /* allreduce (single), allgather, reduce_scatter,
-                           reduce, send */
-  void *recv;           /* allreduce, broadcast buf, allgather,
-                           reduce_scatter, reduce, recv */
-  size_t count;         /* elements (per rank for allgather/reduce_scatter) */
-  coll_dtype_t dtype;
-  coll_op_t op;
-  int root;             /* broadcast, reduce; peer for send/recv */
-  uint32_t tag;         /* send/recv */
-  size_t *received;     /* recv: elements that arrived (may be NULL) */
-  float factor;         /* premul_sum */
-  int64_t deadline_ms;  /* fedavg: relative deadline */
-  int *participants;    /* fedavg out (may be NULL) */
-  coll_dtype_t *agreed; /* negotiate out */
-  void *stream;
-  /* Batched allreduce / premul_sum: nbufs buffers, in place. bufs points at
-   * inline_bufs when nbufs <= COLL_WORK_INLINE_BUFS, else at a heap copy
-   * owned by the work (coll__work_dup/coll__work_free). */
-  size_t nbufs;
-  coll_buffer_t *bufs;
-  coll_buffer_t inline_bufs[COLL_WORK_INLINE_BUFS];
-  int batch; /* allreduce_batch (also with no buffers): named as such */
-} coll_work_t;
-
-/* The name a user called: "allreduce_batch" for a batch, else the kind's. */
-const char *coll__work_what(const coll_work_t *w);
-
-/* Deep copy for queueing (bufs array); free releases what dup allocated. */
-coll_status_t coll__work_dup(coll_work_t *dst, const coll_work_t *src);
-void coll__work_free(coll_work_t *w);
+#include "core/work.h"
 
 /* A request: each backend embeds this header first in its own struct. */
 typedef struct coll_request_ops {
@@ -142,6 +92,9 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
  * COLL_ERR_INVALID_ARG, "what: ...", naming the macro. */
 coll_status_t coll__config_check(const coll_comm_config_t *cfg,
                                  const char *what);
+/* cfg's timeout when the config is large enough to carry one and it is not
+ * 0, else coll__default_timeout_ms() (core/env.h). */
+int64_t coll__config_timeout_ms(const coll_comm_config_t *cfg);
 /* cfg's abort handle if the config is large enough to carry one, else NULL. */
 coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg);
 /* Frees a shell whose backend state is already gone (or was never made). */
@@ -159,20 +112,5 @@ coll_status_t coll__abort_handle_link(coll_abort_handle_t *parent,
 /* coll_abort for a caller that already holds h->guard (a backend that found
  * a fatal error while enqueueing). Children are not visited. */
 void coll__abort_locked(coll_abort_handle_t *h);
-
-/* The default comm timeout: COLL_TIMEOUT_MS, else 300000 ms. */
-int64_t coll__default_timeout_ms(void);
-/* COLL_OK, or COLL_ERR_INVALID_ARG naming COLL_TIMEOUT_MS when it is set to
- * something other than a number. Every comm constructor calls it first, so
- * a typo is an error at creation, not a silent default. */
-coll_status_t coll__env_timeout_check(void);
-
-/* COLL_OK, or COLL_ERR_INVALID_ARG naming a CPU-backend variable
- * (COLL_ALGO) whose value is not one it knows (src/cpu). */
-coll_status_t coll__cpu_env_check(void);
-/* The CPU ring backend over a transport (src/cpu). Takes t in all cases. */
-coll_status_t coll__cpu_comm_create(coll_transport_t *t,
-                                    const coll_comm_config_t *cfg,
-                                    coll_comm_t **out);
 
 #endif

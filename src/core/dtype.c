@@ -27,5 +27,3 @@ const char *coll_dtype_name(coll_dtype_t dt) {
 const char *coll_op_name(coll_op_t op) {
   return (unsigned)op < COLL_OP_COUNT ? ops[op] : "invalid";
 }
-
-int coll_version(void) { return COLL_VERSION; }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "coll.h"
+#include "core/error.h"
 #include "core/log.h"
 
 static const char *const env_names[COLL_ENV_COUNT] = {
@@ -55,6 +56,13 @@ int coll__env_int(coll_env_t id, int64_t *out) {
   return r;
 }
 
+int64_t coll__default_timeout_ms(void) {
+  int64_t v;
+  /* Quiet: an invalid value was refused when the comm was made. */
+  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) == 1 && v != 0) return v;
+  return COLL_DEFAULT_TIMEOUT_MS;
+}
+
 int coll_env_count(void) { return COLL_ENV_COUNT; }
 
 const char *coll_env_name(int i) {
@@ -63,4 +71,13 @@ const char *coll_env_name(int i) {
 
 const char *coll_env_meaning(int i) {
   return (i >= 0 && i < COLL_ENV_COUNT) ? env_meanings[i] : NULL;
+}
+
+coll_status_t coll__env_timeout_check(void) {
+  int64_t v;
+  if (coll__env_parse_int(COLL_ENV_TIMEOUT_MS, &v) >= 0) return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "COLL_TIMEOUT_MS='%s' is not a number of milliseconds "
+                   "(0 or unset: the default %d; < 0: no bound)",
+                   coll__env(COLL_ENV_TIMEOUT_MS), COLL_DEFAULT_TIMEOUT_MS);
 }

@@ -5,6 +5,14 @@
 
 #include <stdint.h>
 
+#include "coll.h"
+
+/* A comm's bound on every wait when neither its config nor COLL_TIMEOUT_MS
+ * gives one: five minutes. Named here only. */
+#define COLL_DEFAULT_TIMEOUT_MS 300000
+#define COLL_ENV_STR_(x) #x
+#define COLL_ENV_XSTR_(x) COLL_ENV_STR_(x)
+
 /* X(id, name, meaning). The README's table mirrors this list; the
  * `coll-perf --env` option prints it. */
 #define COLL_ENV_MAP(X)                                                       \
@@ -19,7 +27,8 @@
   X(SOCKET_IFNAME, "COLL_SOCKET_IFNAME",                                      \
     "interface to listen on; default: the one that reaches MASTER_ADDR")      \
   X(TIMEOUT_MS, "COLL_TIMEOUT_MS",                                            \
-    "default bound on every wait of a comm, ms (default 300000)")             \
+    "default bound on every wait of a comm, ms (default "                     \
+    COLL_ENV_XSTR_(COLL_DEFAULT_TIMEOUT_MS) ")")                              \
   X(AUTH_TOKEN, "COLL_AUTH_TOKEN",                                            \
     "shared secret checked by the store and transport handshakes")            \
   X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                        \
@@ -54,5 +63,13 @@ const char *coll__env_meaning(coll_env_t id);
 int coll__env_int(coll_env_t id, int64_t *out);
 /* The same without the warning, for callers that refuse the value. */
 int coll__env_parse_int(coll_env_t id, int64_t *out);
+
+/* The default comm timeout in ms: COLL_TIMEOUT_MS when set and not 0, else
+ * COLL_DEFAULT_TIMEOUT_MS. Any thread. */
+int64_t coll__default_timeout_ms(void);
+/* COLL_OK, or COLL_ERR_INVALID_ARG naming COLL_TIMEOUT_MS when it is set to
+ * something other than a number. Every comm constructor calls it first, so
+ * a typo is an error at creation, not a silent default. */
+coll_status_t coll__env_timeout_check(void);
 
 #endif

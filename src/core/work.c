@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "core/error.h"
+#include "core/work.h"
 
 const char *coll__work_name(coll_work_kind_t k) {
   switch (k) {

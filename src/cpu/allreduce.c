@@ -2,7 +2,7 @@
 /* allreduce.c: allreduce on host memory: single, batched and premul-sum. */
 #include <string.h>
 
-#include "cpu/cpu.h"
+#include "cpu/host.h"
 #include "reduce/reduce.h"
 
 /* Buffers below this are packed by dtype into one allreduce, so a batch of
@@ -21,8 +21,10 @@ static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
               : coll__allreduce_rd(&ctx, buf, count, dt, op);
 }
 
-coll_status_t coll__cpu_allreduce_buf(coll_cpu_t *cpu, void *buf, size_t count,
-                                      coll_dtype_t dt, coll_op_t op) {
+/* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:
+ * 8-bit SUM/AVG widened, AVG scaled or divided once at the end. */
+static coll_status_t allreduce_buf(coll_cpu_t *cpu, void *buf, size_t count,
+                                   coll_dtype_t dt, coll_op_t op) {
   coll_dtype_t wdt = coll__cpu_work_dtype(dt, op);
   coll_op_t aop = op == COLL_AVG ? COLL_SUM : op;
   void *work = buf;
@@ -54,7 +56,7 @@ static coll_status_t packed(coll_cpu_t *cpu, const coll_work_t *w,
       memcpy(pack + off, w->bufs[i].data, w->bufs[i].count * es);
       off += w->bufs[i].count * es;
     }
-  COLL_CHECK(coll__cpu_allreduce_buf(cpu, pack, total, dt, w->op));
+  COLL_CHECK(allreduce_buf(cpu, pack, total, dt, w->op));
   off = 0;
   for (i = 0; i < w->nbufs; i++)
     if (w->bufs[i].dtype == dt && w->bufs[i].count > 0 &&
@@ -81,9 +83,8 @@ static coll_status_t batch(coll_cpu_t *cpu, const coll_work_t *w) {
   for (i = 0; i < w->nbufs; i++) {
     size_t es = coll_dtype_size(w->bufs[i].dtype);
     if (w->bufs[i].count * es >= PACK_LIMIT)
-      COLL_CHECK(coll__cpu_allreduce_buf(cpu, w->bufs[i].data,
-                                         w->bufs[i].count, w->bufs[i].dtype,
-                                         w->op));
+      COLL_CHECK(allreduce_buf(cpu, w->bufs[i].data, w->bufs[i].count,
+                               w->bufs[i].dtype, w->op));
   }
   return COLL_OK;
 }
@@ -110,5 +111,5 @@ coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w) {
   COLL_CHECK(coll__cpu_agree(cpu, &d));
   if (w->send != w->recv && w->count > 0)
     memcpy(w->recv, w->send, w->count * coll_dtype_size(w->dtype));
-  return coll__cpu_allreduce_buf(cpu, w->recv, w->count, w->dtype, w->op);
+  return allreduce_buf(cpu, w->recv, w->count, w->dtype, w->op);
 }

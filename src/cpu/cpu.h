@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cpu.h: the CPU ring backend: a comm over a transport, an executor that
- * runs collectives in issue order, and the host-memory implementations. */
+/* cpu.h: the CPU ring backend's state (a comm over a transport, an executor
+ * that runs collectives in issue order) and the helpers every part of the
+ * backend shares (cpu_util.c). The layers above it: the host path of each
+ * collective (host.h), the dispatcher, executor and point-to-point requests
+ * (exec.h), and the comm's constructor (cpu_comm.h). */
 #ifndef COLL_CPU_CPU_H
 #define COLL_CPU_CPU_H
 
@@ -13,7 +16,6 @@ typedef enum { CPU_ALGO_AUTO, CPU_ALGO_RING, CPU_ALGO_RD } cpu_algo_t;
 
 typedef struct cpu_req cpu_req_t;
 typedef struct p2p_req p2p_req_t;
-typedef struct coll_fedavg coll_fedavg_t;
 
 typedef struct coll_cpu {
   coll_comm_t *comm;
@@ -55,26 +57,12 @@ typedef struct coll_cpu {
   int check_mismatch;
 } coll_cpu_t;
 
-/* Runs one work item on the calling thread (host or staged device memory):
- * the executor's body. Records the error text on failure. */
-coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w);
-
-/* Host-memory implementations, one per file. ctx is filled for this work. */
-coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w);
-coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w);
-coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w);
-coll_status_t coll__cpu_negotiate(coll_cpu_t *cpu, const coll_work_t *w);
-coll_status_t coll__cpu_fedavg(coll_cpu_t *cpu, const coll_work_t *w);
-void coll__cpu_fedavg_free(coll_cpu_t *cpu);
+/* cpu_util.c ------------------------------------------------------------- */
 
 /* A context for one (sub-)collective: takes the next sequence number. */
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx);
 /* Agreement on the descriptor, unless disabled or world == 1. */
 coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d);
-/* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:
- * 8-bit SUM/AVG widened, AVG scaled or divided once at the end. */
-coll_status_t coll__cpu_allreduce_buf(coll_cpu_t *cpu, void *buf, size_t count,
-                                      coll_dtype_t dt, coll_op_t op);
 /* Work dtype of (dt, op): I32 for 8-bit SUM/AVG, else dt. */
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op);
 /* Turns a sum in the work dtype into the user's result: narrow, scale. */
@@ -87,17 +75,5 @@ void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s);
 /* COLL_OK, or the sticky failure with "what: the comm is unusable..."
  * recorded as this thread's error. Any thread. */
 coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what);
-
-/* Executor (executor.c). */
-coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
-                               int blocking, coll_request_t **req);
-/* Stops the worker and fails queued work; called by destroy. */
-void coll__cpu_executor_stop(coll_cpu_t *cpu);
-/* Point-to-point requests go straight to the transport (p2p.c), so that an
- * exchange of isend+irecv between two ranks cannot deadlock behind queued
- * work; device memory is staged without waiting (cuda/staged_p2p.h). */
-coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
-                                   int blocking, coll_request_t **req);
-void coll__cpu_p2p_reap_all(coll_cpu_t *cpu);
 
 #endif

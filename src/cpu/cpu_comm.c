@@ -6,15 +6,10 @@
 
 #include "core/env.h"
 #include "core/log.h"
-#include "cpu/cpu.h"
+#include "cpu/exec.h"
+#include "cpu/cpu_comm.h"
 
 #define DEFAULT_RING_THRESHOLD (256u * 1024u)
-/* Segment defaults by measurement: between threads a segment costs a lock
- * and a wakeup (~3-5 us), and 2 x 256 KiB of receive scratch stays in L2
- * for the reduce that follows the copy; over sockets 1 MiB amortises the
- * framing, syscalls and loop-thread hand-off. */
-#define DEFAULT_SEGMENT_BYTES (1u << 20)
-#define INPROC_SEGMENT_BYTES (256u << 10)
 
 static void cpu_abort(coll_comm_t *c) {
   coll_cpu_t *cpu = c->be;
@@ -33,8 +28,8 @@ static coll_status_t cpu_destroy(coll_comm_t *c, int aborted) {
    * transport so it ends now with COLL_ERR_ABORTED. */
   if (pending) coll__t_abort(cpu->t);
   coll__cpu_executor_stop(cpu);
-  if (cpu->fed != NULL) coll__t_abort(cpu->t);
-  coll__cpu_fedavg_free(cpu);
+  coll__fedavg_free(cpu->fed, cpu->t);
+  cpu->fed = NULL;
   coll__cpu_p2p_reap_all(cpu);
   coll_transport_destroy(cpu->t);
   coll__scratch_free(&cpu->scratch);
@@ -78,9 +73,8 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
   if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
     cpu->ring_threshold = (size_t)v;
-  cpu->seg_bytes = strcmp(cpu->t->ops.name, "inproc") == 0
-                      ? INPROC_SEGMENT_BYTES
-                      : DEFAULT_SEGMENT_BYTES;
+  /* The transport knows what it moves best; COLL_SEGMENT_BYTES wins. */
+  cpu->seg_bytes = coll__t_segment_bytes(cpu->t);
   if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64)
     cpu->seg_bytes = (size_t)v;
   cpu->check_mismatch = 1;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu.h"
 #include "core/log.h"
+#include "cpu/exec.h"
 #include "cpu/req.h"
 
 static coll_status_t req_wait(coll_request_t *r);

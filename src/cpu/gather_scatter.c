@@ -2,7 +2,7 @@
 /* gather_scatter.c: allgather and reduce-scatter on host memory. */
 #include <string.h>
 
-#include "cpu/cpu.h"
+#include "cpu/host.h"
 #include "reduce/reduce.h"
 
 static coll_status_t allgather(coll_cpu_t *cpu, const coll_work_t *w) {

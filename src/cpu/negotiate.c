@@ -2,7 +2,7 @@
 /* negotiate.c: agreeing on a reduction dtype across a mixed-precision mesh. */
 #include <stdint.h>
 
-#include "cpu/cpu.h"
+#include "cpu/host.h"
 
 coll_status_t coll__cpu_negotiate(coll_cpu_t *cpu, const coll_work_t *w) {
   int n = cpu->comm->world, i, same = 1, any_f64 = 0;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "cpu/cpu.h"
+#include "cpu/exec.h"
 #include "cpu/req.h"
 #include "cuda/staged_p2p.h"
 #include "cuda/staging.h"
@@ -175,7 +175,6 @@ static coll_status_t give_up(p2p_req_t *r, coll_status_t s) {
   coll_cpu_t *cpu = r->cpu;
   const coll_work_t *w = &r->work;
   int send = w->kind == COLL_WORK_SEND;
-  char msg[COLL_ERRMSG_MAX];
   if (s == COLL_ERR_ABORTED)
     coll__err(s, "%s: the comm (%s) was aborted", send ? "send" : "recv",
               cpu->comm->name);
@@ -186,11 +185,7 @@ static coll_status_t give_up(p2p_req_t *r, coll_status_t s) {
               send ? "send to" : "recv from", w->root, w->tag,
               (long long)cpu->comm->timeout_ms);
   coll__cpu_set_broken(cpu, s);
-  if (r->sp == NULL && r->posted) {
-    coll__err_save(msg);
-    (void)coll__t_wait(cpu->t, r->treq, -1, NULL);
-    coll__err_restore(msg);
-  }
+  if (r->sp == NULL && r->posted) coll__t_abort_reap(cpu->t, r->treq, s);
   return s;
 }
 
@@ -233,14 +228,8 @@ static coll_status_t finish(p2p_req_t *r) {
   coll_cpu_t *cpu = r->cpu;
   size_t len = 0;
   coll_status_t s = coll__t_wait(cpu->t, r->treq, r->deadline_ms, &len);
-  if (s == COLL_ERR_TIMEOUT) {
-    /* The peer never matched us: abort, then the request fails at once. */
-    char msg[COLL_ERRMSG_MAX];
-    coll__err_save(msg);
-    coll__t_abort(cpu->t);
-    (void)coll__t_wait(cpu->t, r->treq, -1, NULL);
-    coll__err_restore(msg);
-  }
+  /* The peer never matched us: abort, then the request fails at once. */
+  if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(cpu->t, r->treq, s);
   return conclude(r, s, len);
 }
 
@@ -323,7 +312,7 @@ void coll__cpu_p2p_reap_all(coll_cpu_t *cpu) {
       coll__staged_p2p_end(r->sp);
       r->sp = NULL;
     } else if (r->posted) {
-      (void)coll__t_wait(cpu->t, r->treq, -1, NULL);
+      coll__t_abort_reap(cpu->t, r->treq, COLL_ERR_ABORTED);
     }
     r->status = COLL_ERR_ABORTED;
     snprintf(r->msg, sizeof r->msg, "%s: the comm was destroyed first",

@@ -2,7 +2,7 @@
 /* rooted.c: broadcast, reduce to a root, and barrier on host memory. */
 #include <string.h>
 
-#include "cpu/cpu.h"
+#include "cpu/host.h"
 #include "reduce/reduce.h"
 
 static coll_status_t reduce(coll_cpu_t *cpu, const coll_work_t *w) {

@@ -1,47 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* run.c: running one work item: sticky failures, staging, dispatch. */
-#include <string.h>
-
-#include "core/clock.h"
-#include "cpu/cpu.h"
+/* run.c: running one work item: staging of device memory, dispatch to the
+ * host path of its collective, and which failures stick. */
+#include "cpu/exec.h"
+#include "cpu/host.h"
 #include "cuda/staging.h"
-#include "reduce/reduce.h"
-
-void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
-  ctx->t = cpu->t;
-  ctx->rank = cpu->comm->rank;
-  ctx->world = cpu->comm->world;
-  ctx->deadline_ms = coll__deadline(cpu->comm->timeout_ms);
-  ctx->seq = cpu->seq++;
-  ctx->scratch = &cpu->scratch;
-  ctx->seg_bytes = cpu->seg_bytes;
-}
-
-coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
-  coll_algo_ctx_t ctx;
-  if (!cpu->check_mismatch || cpu->comm->world == 1) return COLL_OK;
-  coll__cpu_ctx(cpu, &ctx);
-  return coll__agree(&ctx, d);
-}
-
-coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {
-  if ((dt == COLL_I8 || dt == COLL_U8) && (op == COLL_SUM || op == COLL_AVG))
-    return COLL_I32;
-  return dt;
-}
-
-void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
-                      size_t count, coll_dtype_t dt, coll_op_t op) {
-  int world = cpu->comm->world;
-  if (coll__cpu_work_dtype(dt, op) != dt) {
-    coll__narrow_8bit(dt, op, dst, src, count, world);
-    return;
-  }
-  if (op == COLL_AVG && coll__scale_copy(dt, dst, src, count, 1.0 / world) == 0)
-    return; /* floats: one pass scales while it copies */
-  if (dst != src) memcpy(dst, src, count * coll_dtype_size(dt));
-  if (op == COLL_AVG) (void)coll__int_div(dt, dst, count, world);
-}
 
 static coll_status_t run_host(void *arg, const coll_work_t *w) {
   coll_cpu_t *cpu = arg;
@@ -95,29 +57,4 @@ coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   }
   if (is_fatal(s) || atomic_load(&cpu->t->aborted)) coll__cpu_set_broken(cpu, s);
   return s;
-}
-
-void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s) {
-  uv_mutex_lock(&cpu->mu);
-  if (cpu->broken == COLL_OK) {
-    cpu->broken = s;
-    memcpy(cpu->broken_msg, coll_last_error(), COLL_ERRMSG_MAX);
-  }
-  uv_mutex_unlock(&cpu->mu);
-  coll__t_abort(cpu->t); /* peers learn at once instead of timing out */
-}
-
-coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what) {
-  coll_status_t s;
-  char msg[COLL_ERRMSG_MAX];
-  if (atomic_load(&cpu->aborted))
-    return coll__err(COLL_ERR_ABORTED, "%s: the comm (%s) was aborted", what,
-                     cpu->comm->name);
-  uv_mutex_lock(&cpu->mu);
-  s = cpu->broken;
-  if (s != COLL_OK) memcpy(msg, cpu->broken_msg, sizeof msg);
-  uv_mutex_unlock(&cpu->mu);
-  if (s == COLL_OK) return COLL_OK;
-  return coll__err(s, "%s: the comm is unusable after an earlier failure: %.400s",
-                   what, msg);
 }

@@ -229,12 +229,11 @@ int coll__staged_p2p_in_transport(const coll_staged_p2p_t *sp) {
 
 void coll__staged_p2p_end(coll_staged_p2p_t *sp) {
   char msg[COLL_ERRMSG_MAX];
-  size_t got = 0;
   int done = 0;
   if (sp == NULL) return;
   coll__err_save(msg);
   if (sp->state == SP_XFER)
-    (void)sp->tp->ops.wait(sp->tp->ctx, sp->treq, -1, &got);
+    coll__t_abort_reap(sp->tp, sp->treq, COLL_ERR_ABORTED);
   if (sp->copying &&
       coll__stage_event_done(sp->t, sp->slab->ev[0], &done) == COLL_OK && done)
     sp->copying = 0;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_env.c: what coll_comm_init_env asks of the NCCL backend: whether to
- * build an NCCL comm (COLL_BACKEND), and the comm itself, its unique id
- * travelling through the rendezvous store. */
+ * build an NCCL comm (COLL_BACKEND), and the comm itself from a unique id
+ * on the device LOCAL_RANK picks. How the id reaches every rank (the
+ * rendezvous store) is the API layer's business. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,8 +14,6 @@
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
 #include "cuda/gpu_table.h"
-
-#define UID_KEY "coll/nccl/unique_id"
 
 /* NCCL refuses two ranks of one comm on one device ("invalid usage" at
  * init), and env:// puts every rank of the host in one comm, so a host that
@@ -91,33 +90,14 @@ static int env_device(void) {
   return (int)(local % count);
 }
 
-coll_status_t coll__nccl_comm_from_store(coll_store_t *store, int rank,
-                                         int world,
-                                         const coll_comm_config_t *cfg,
-                                         int64_t timeout_ms,
-                                         coll_comm_t **out) {
+coll_status_t coll__nccl_available(const char *what) {
   const coll_nccl_table_t *t;
-  coll_unique_id_t id;
-  size_t len = 0;
-  coll_status_t s;
-  if (store == NULL || out == NULL)
-    return coll__err(COLL_ERR_INVALID_ARG, "nccl init: %s is NULL",
-                     store == NULL ? "store" : "out");
-  COLL_CHECK(coll__nccl_ready("nccl init", &t));
-  if (rank == 0) {
-    s = coll_unique_id_create(&id);
-    if (s == COLL_OK) s = coll__store_set(store, UID_KEY, &id, sizeof id);
-  } else {
-    s = coll__store_get(store, UID_KEY, &id, sizeof id, &len, timeout_ms);
-    if (s == COLL_OK && len != sizeof id)
-      s = coll__err(COLL_ERR_PROTOCOL,
-                    "nccl init: the unique id in the store is %zu bytes, "
-                    "expected %zu",
-                    len, sizeof id);
-  }
-  if (s != COLL_OK) {
-    coll__err_prefix("nccl init");
-    return s;
-  }
-  return coll__nccl_comm_init(rank, world, &id, env_device(), cfg, out);
+  return coll__nccl_ready(what, &t);
+}
+
+coll_status_t coll__nccl_comm_init_local(int rank, int world,
+                                         const coll_unique_id_t *id,
+                                         const coll_comm_config_t *cfg,
+                                         coll_comm_t **out) {
+  return coll__nccl_comm_init(rank, world, id, env_device(), cfg, out);
 }

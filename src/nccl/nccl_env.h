@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nccl_env.h: what coll_comm_init_env asks of the NCCL backend. Without the
- * backend built, src/nccl provides versions that select nothing. */
+/* nccl_env.h: what the comm constructors of the API layer
+ * (coll_comm_init_rank, coll_comm_init_env) ask of the NCCL backend.
+ * Without the backend built, nccl_off.c provides versions that select
+ * nothing and build nothing. */
 #ifndef COLL_NCCL_NCCL_ENV_H
 #define COLL_NCCL_NCCL_ENV_H
 
-#include "bootstrap/store.h"
 #include "coll.h"
 
 /* 1 if coll_comm_init_env should build an NCCL comm (COLL_BACKEND=nccl, or
@@ -14,12 +15,25 @@
  * the reason recorded (COLL_ERR_NOT_AVAILABLE). Any thread. */
 int coll__nccl_env_selected(void);
 
-/* Builds the NCCL comm for (rank, world): rank 0 creates the unique id and
- * sets it in the store, the others wait for it (until timeout_ms). */
-coll_status_t coll__nccl_comm_from_store(coll_store_t *store, int rank,
-                                         int world,
+/* COLL_OK when libnccl and the CUDA runtime are loaded and usable, else
+ * COLL_ERR_NOT_AVAILABLE naming `what` and the missing piece. Any thread. */
+coll_status_t coll__nccl_available(const char *what);
+
+/* coll_comm_init_rank on CUDA device `device` (-1: the current one); the
+ * caller's current device is unchanged. Bounded by the config's timeout and
+ * abort handle. One thread. */
+coll_status_t coll__nccl_comm_init(int rank, int world,
+                                   const coll_unique_id_t *id, int device,
+                                   const coll_comm_config_t *cfg,
+                                   coll_comm_t **out);
+
+/* coll_comm_init_rank on the device of LOCAL_RANK (modulo the visible
+ * devices, like torchrun's one-process-per-GPU launch; without LOCAL_RANK
+ * the current one). The caller's current device is unchanged. One
+ * thread. */
+coll_status_t coll__nccl_comm_init_local(int rank, int world,
+                                         const coll_unique_id_t *id,
                                          const coll_comm_config_t *cfg,
-                                         int64_t timeout_ms,
                                          coll_comm_t **out);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "cuda/cuda_util.h"
 #include "nccl/nccl_async.h"
@@ -66,7 +67,7 @@ static coll_status_t wrap_all(const coll_nccl_table_t *t, coll_group_t *g,
   char name[64];
   coll_status_t s = COLL_OK;
   int i;
-  each.timeout_ms = coll__nccl_init_timeout(cfg);
+  each.timeout_ms = coll__config_timeout_ms(cfg);
   for (i = 0; i < g->ndev; i++) {
     each.name = NULL;
     if (base != NULL) {
@@ -89,7 +90,7 @@ static coll_status_t wrap_all(const coll_nccl_table_t *t, coll_group_t *g,
  * then each comm's state polled with the deadline and the group's handle. */
 static coll_status_t init_all(const coll_nccl_table_t *t, coll_group_t *g,
                               ncclComm_t *ncs, const coll_comm_config_t *cfg) {
-  int64_t timeout = coll__nccl_init_timeout(cfg);
+  int64_t timeout = coll__config_timeout_ms(cfg);
   coll_nccl_watch_t w;
   ncclConfig_t config;
   ncclUniqueId id;
@@ -130,14 +131,14 @@ static coll_status_t init_all(const coll_nccl_table_t *t, coll_group_t *g,
   return s;
 }
 
-COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
-                                         coll_group_t **out) {
+coll_status_t coll_group_create(const int *devices, int ndev,
+                                coll_group_t **out) {
   return coll_group_create_config(devices, ndev, NULL, out);
 }
 
-COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
-                                                const coll_comm_config_t *cfg,
-                                                coll_group_t **out) {
+coll_status_t coll_group_create_config(const int *devices, int ndev,
+                                       const coll_comm_config_t *cfg,
+                                       coll_group_t **out) {
   const coll_nccl_table_t *t = NULL;
   coll_abort_handle_t *h = coll__config_abort_handle(cfg);
   coll_group_t *g = NULL;
@@ -192,8 +193,8 @@ done:
   return s;
 }
 
-COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
-                                               coll_abort_handle_t **out) {
+coll_status_t coll_group_abort_handle(coll_group_t *g,
+                                      coll_abort_handle_t **out) {
   coll__err_clear();
   if (out != NULL) *out = NULL;
   if (g == NULL || out == NULL)
@@ -345,11 +346,10 @@ static coll_status_t group_coll(coll_group_t *g, coll_work_t *w,
   return s;
 }
 
-COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
-                                            int nbufs, size_t count,
-                                            coll_dtype_t dt, coll_op_t op,
-                                            void *const *streams,
-                                            int nstreams) {
+coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
+                                   int nbufs, size_t count, coll_dtype_t dt,
+                                   coll_op_t op, void *const *streams,
+                                   int nstreams) {
   coll_work_t w;
   coll__err_clear();
   memset(&w, 0, sizeof w);
@@ -360,11 +360,10 @@ COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
   return group_coll(g, &w, bufs, nbufs, streams, nstreams);
 }
 
-COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
-                                            int nbufs, size_t count,
-                                            coll_dtype_t dt, int root,
-                                            void *const *streams,
-                                            int nstreams) {
+coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
+                                   int nbufs, size_t count, coll_dtype_t dt,
+                                   int root, void *const *streams,
+                                   int nstreams) {
   coll_work_t w;
   coll__err_clear();
   memset(&w, 0, sizeof w);
@@ -375,15 +374,15 @@ COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
   return group_coll(g, &w, bufs, nbufs, streams, nstreams);
 }
 
-COLL_API int coll_group_size(const coll_group_t *g) {
+int coll_group_size(const coll_group_t *g) {
   return (g == NULL || g->comms == NULL) ? 0 : g->ndev;
 }
 
-COLL_API const int *coll_group_devices(const coll_group_t *g) {
+const int *coll_group_devices(const coll_group_t *g) {
   return (g == NULL || g->comms == NULL) ? NULL : g->devs;
 }
 
-COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
+coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
   coll__err_clear();
   if (g == NULL || comms == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "group_split: %s is NULL",
@@ -397,7 +396,7 @@ COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
   return COLL_OK;
 }
 
-COLL_API coll_status_t coll_group_destroy(coll_group_t *g) {
+coll_status_t coll_group_destroy(coll_group_t *g) {
   coll_status_t s = COLL_OK, s2;
   char first[COLL_ERRMSG_MAX] = "";
   int i;

@@ -15,87 +15,84 @@ static coll_status_t not_built(const char *what) {
   return coll__err(COLL_ERR_NOT_AVAILABLE, "%s: " NO_NCCL, what);
 }
 
-COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
+coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   coll__err_clear();
   (void)out;
   return not_built("unique_id_create");
 }
 
-COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
-                                           const coll_unique_id_t *id,
-                                           const coll_comm_config_t *cfg,
-                                           coll_comm_t **out) {
-  coll__err_clear();
-  (void)rank, (void)world, (void)id, (void)cfg;
+coll_status_t coll__nccl_comm_init(int rank, int world,
+                                   const coll_unique_id_t *id, int device,
+                                   const coll_comm_config_t *cfg,
+                                   coll_comm_t **out) {
+  (void)rank, (void)world, (void)id, (void)device, (void)cfg;
   if (out != NULL) *out = NULL;
   return not_built("comm_init_rank");
 }
 
-COLL_API coll_status_t coll_group_create(const int *devices, int ndev,
-                                         coll_group_t **out) {
+coll_status_t coll_group_create(const int *devices, int ndev,
+                                coll_group_t **out) {
   coll__err_clear();
   (void)devices, (void)ndev;
   if (out != NULL) *out = NULL;
   return not_built("group_create");
 }
 
-COLL_API coll_status_t coll_group_create_config(const int *devices, int ndev,
-                                                const coll_comm_config_t *cfg,
-                                                coll_group_t **out) {
+coll_status_t coll_group_create_config(const int *devices, int ndev,
+                                       const coll_comm_config_t *cfg,
+                                       coll_group_t **out) {
   coll__err_clear();
   (void)devices, (void)ndev, (void)cfg;
   if (out != NULL) *out = NULL;
   return not_built("group_create");
 }
 
-COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
-                                               coll_abort_handle_t **out) {
+coll_status_t coll_group_abort_handle(coll_group_t *g,
+                                      coll_abort_handle_t **out) {
   coll__err_clear();
   (void)g;
   if (out != NULL) *out = NULL;
   return not_built("group_abort_handle");
 }
 
-COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
-                                            int nbufs, size_t count,
-                                            coll_dtype_t dt, coll_op_t op,
-                                            void *const *streams,
-                                            int nstreams) {
+coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
+                                   int nbufs, size_t count, coll_dtype_t dt,
+                                   coll_op_t op, void *const *streams,
+                                   int nstreams) {
   coll__err_clear();
   (void)g, (void)bufs, (void)nbufs, (void)count, (void)dt, (void)op;
   (void)streams, (void)nstreams;
   return not_built("group_allreduce");
 }
 
-COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
-                                            int nbufs, size_t count,
-                                            coll_dtype_t dt, int root,
-                                            void *const *streams,
-                                            int nstreams) {
+coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
+                                   int nbufs, size_t count, coll_dtype_t dt,
+                                   int root, void *const *streams,
+                                   int nstreams) {
   coll__err_clear();
   (void)g, (void)bufs, (void)nbufs, (void)count, (void)dt, (void)root;
   (void)streams, (void)nstreams;
   return not_built("group_broadcast");
 }
 
-COLL_API int coll_group_size(const coll_group_t *g) {
+int coll_group_size(const coll_group_t *g) {
   (void)g;
   return 0;
 }
 
-COLL_API const int *coll_group_devices(const coll_group_t *g) {
+const int *coll_group_devices(const coll_group_t *g) {
   (void)g;
   return NULL;
 }
 
-COLL_API coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
+coll_status_t coll_group_split(coll_group_t *g, coll_comm_t **comms) {
   coll__err_clear();
   (void)g, (void)comms;
   return not_built("group_split");
 }
 
 /* No group can exist, so there is nothing to destroy. */
-COLL_API coll_status_t coll_group_destroy(coll_group_t *g) {
+coll_status_t coll_group_destroy(coll_group_t *g) {
   coll__err_clear();
   (void)g;
   return COLL_OK;
@@ -110,12 +107,15 @@ int coll__nccl_env_selected(void) {
   return 0;
 }
 
-coll_status_t coll__nccl_comm_from_store(coll_store_t *store, int rank,
-                                         int world,
+coll_status_t coll__nccl_available(const char *what) {
+  return not_built(what);
+}
+
+coll_status_t coll__nccl_comm_init_local(int rank, int world,
+                                         const coll_unique_id_t *id,
                                          const coll_comm_config_t *cfg,
-                                         int64_t timeout_ms,
                                          coll_comm_t **out) {
-  (void)store, (void)rank, (void)world, (void)cfg, (void)timeout_ms;
+  (void)rank, (void)world, (void)id, (void)cfg;
   if (out != NULL) *out = NULL;
-  return not_built("nccl init");
+  return not_built("comm_init_rank");
 }

@@ -7,16 +7,18 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "cuda/cuda_util.h"
 #include "nccl/nccl_async.h"
 #include "nccl/nccl_comm.h"
+#include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
 
 _Static_assert(sizeof(coll_unique_id_t) == sizeof(ncclUniqueId),
                "coll_unique_id_t must hold an ncclUniqueId");
 
-COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
+coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   const coll_nccl_table_t *t;
   ncclUniqueId id;
   ncclResult_t r;
@@ -39,14 +41,6 @@ void coll__nccl_config(ncclConfig_t *out, const char *name) {
   (void)name;
 #endif
   *out = c;
-}
-
-int64_t coll__nccl_init_timeout(const coll_comm_config_t *cfg) {
-  if (cfg != NULL &&
-      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
-      cfg->timeout_ms != 0)
-    return cfg->timeout_ms;
-  return coll__default_timeout_ms();
 }
 
 const char *coll__nccl_config_name(const coll_comm_config_t *cfg) {
@@ -93,7 +87,7 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     cudaError_t e = t->cuda_get_device(&dev);
     if (e != cudaSuccess) return coll__cuda_result(t, e, "comm_init_rank");
   }
-  timeout = coll__nccl_init_timeout(cfg);
+  timeout = coll__config_timeout_ms(cfg);
   COLL_CHECK_GOTO(coll__cuda_device_enter(t, dev, &saved, "comm_init_rank"), s,
                   done);
   memcpy(nid.internal, id->internal, sizeof nid.internal);
@@ -125,12 +119,4 @@ done:
   if (s != COLL_OK) coll__err_prefix("comm_init_rank");
   coll__cuda_device_leave(t, saved);
   return s;
-}
-
-COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
-                                           const coll_unique_id_t *id,
-                                           const coll_comm_config_t *cfg,
-                                           coll_comm_t **out) {
-  coll__err_clear();
-  return coll__nccl_comm_init(rank, world, id, -1, cfg, out);
 }

@@ -78,6 +78,14 @@ void coll_transport_destroy(coll_transport_t *t) {
   free(t);
 }
 
+void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes) {
+  t->seg_bytes = bytes;
+}
+
+size_t coll__t_segment_bytes(const coll_transport_t *t) {
+  return t->seg_bytes > 0 ? t->seg_bytes : COLL_T_SEGMENT_DEFAULT;
+}
+
 int coll_transport_rank(const coll_transport_t *t) {
   return t ? t->rank : -1;
 }
@@ -125,13 +133,7 @@ static coll_status_t wait_or_abort(coll_transport_t *t, coll_treq_t req,
                                    int exact) {
   coll_status_t s = exact ? coll__t_wait_exact(t, req, deadline_ms, len)
                           : coll__t_wait(t, req, deadline_ms, NULL);
-  if (s == COLL_ERR_TIMEOUT) {
-    char msg[COLL_ERRMSG_MAX];
-    coll__err_save(msg);
-    coll__t_abort(t);
-    (void)t->ops.wait(t->ctx, req, -1, &len);
-    coll__err_restore(msg);
-  }
+  if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(t, req, s);
   return s;
 }
 
@@ -159,20 +161,14 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
    * a receive from rank-2^k, posted together so no round can deadlock. */
   for (k = 1; k < n; k <<= 1) {
     coll_treq_t rs, rr;
-    coll_status_t s, s2;
+    coll_status_t s;
     int to = (t->rank + k) % n, from = (t->rank - k + n) % n;
     COLL_CHECK(coll__t_irecv(t, from, tag, &in, 1, &rr));
     s = coll__t_isend(t, to, tag, &token, 1, &rs);
-    if (s != COLL_OK) {
-      coll__t_abort(t);
-      (void)coll__t_wait(t, rr, -1, NULL);
-      return s;
-    }
+    if (s != COLL_OK) return coll__t_abort_reap(t, rr, s);
     s = wait_or_abort(t, rr, deadline_ms, 1, 1);
-    if (s != COLL_OK) coll__t_abort(t);
-    s2 = wait_or_abort(t, rs, deadline_ms, 0, 0);
-    if (s != COLL_OK) return s;
-    if (s2 != COLL_OK) return s2;
+    if (s != COLL_OK) return coll__t_abort_reap(t, rs, s);
+    COLL_CHECK(wait_or_abort(t, rs, deadline_ms, 0, 0));
   }
   return COLL_OK;
 }
@@ -180,4 +176,15 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
 void coll__t_abort(coll_transport_t *t) {
   atomic_store(&t->aborted, 1);
   t->ops.abort(t->ctx);
+}
+
+coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
+                                 coll_status_t first) {
+  char msg[COLL_ERRMSG_MAX];
+  size_t len = 0;
+  coll__err_save(msg);
+  coll__t_abort(t);
+  (void)t->ops.wait(t->ctx, req, -1, &len);
+  coll__err_restore(msg);
+  return first;
 }

@@ -19,7 +19,12 @@ struct coll_transport {
   int rank;
   int world;
   atomic_int aborted;
+  size_t seg_bytes; /* the pipeline segment it moves best; 0: not said */
 };
+
+/* The pipeline segment for a transport that states no preference (a third
+ * party's): 1 MiB, what suits sockets. */
+#define COLL_T_SEGMENT_DEFAULT (1u << 20)
 
 /* A transport request as the algorithms hold it. */
 typedef void *coll_treq_t;
@@ -46,7 +51,23 @@ coll_status_t coll__t_recv(coll_transport_t *t, int peer, uint32_t tag,
 /* The provider's barrier, or a dissemination barrier on send/recv. */
 coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
                               int64_t deadline_ms);
+/* Records the segment size (bytes) the transport moves best, for the CPU
+ * ring's pipeline. libcoll's own transports call it right after
+ * coll_transport_create. One thread, before the endpoint is used. */
+void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
+/* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT.
+ * Any thread. */
+size_t coll__t_segment_bytes(const coll_transport_t *t);
+
 /* Aborts the endpoint (idempotent, any thread). */
 void coll__t_abort(coll_transport_t *t);
+/* Ends a request that can no longer complete normally (it timed out, or a
+ * failure elsewhere leaves it pending): aborts the endpoint, so the request
+ * fails at once and peers waiting on this rank learn of it, and reaps it.
+ * Keeps this thread's error text and returns `first`, so the caller reports
+ * the failure that came first rather than the abort it caused. One
+ * thread. */
+coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
+                                 coll_status_t first);
 
 #endif

@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "bootstrap/store.h"
-#include "bootstrap/store_ext.h"
-#include "bootstrap/store_proto.h"
+#include "bootstrap/store/store.h"
+#include "bootstrap/store/store_ext.h"
+#include "bootstrap/store/store_proto.h"
 
 /* A store server on 127.0.0.1 (ephemeral port) for a test case: cmocka
  * setup/teardown; *state is a bt_store_t. */

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "boot_test.h"
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous/rendezvous.h"
 #include "core/error.h"
 #include "test_util.h"
 

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "boot_test.h"
-#include "bootstrap/store_auth.h"
+#include "bootstrap/store/store_auth.h"
 #include "core/error.h"
 #include "test_util.h"
 

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "api/env_init.h"
 #include "cuda/staging.h"
 #include "nccl/nccl_env.h"
 #include "test_util.h"
@@ -44,7 +45,7 @@ static void test_entry_points(void **state) {
   assert_int_equal(coll_group_size(NULL), 0);
   assert_null(coll_group_devices(NULL));
   assert_int_equal(coll_group_destroy(NULL), COLL_OK);
-  expect_not_built(coll__nccl_comm_from_store(NULL, 0, 1, NULL, 0, &c));
+  expect_not_built(coll__env_nccl_comm(NULL, 0, 1, NULL, 0, &c));
 }
 
 static void test_env_and_staging(void **state) {

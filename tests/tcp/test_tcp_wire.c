@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
+#include "core/sha256.h"
 #include "transport/tcp/tcp_hs.h"
-#include "transport/tcp/tcp_sha256.h"
 #include "transport/tcp/tcp_sock.h"
 #include "transport/tcp/wire.h"
 

@@ -94,35 +94,35 @@ struct inproc_world {
 };
 
 /* The vtable slots (inproc_match.c, inproc_wait.c, inproc_close.c). */
-coll_status_t inproc__isend(void *ctx, int peer, uint32_t tag, const void *buf,
-                            size_t len, void **req);
-coll_status_t inproc__irecv(void *ctx, int peer, uint32_t tag, void *buf,
-                            size_t cap, void **req);
-coll_status_t inproc__wait(void *ctx, void *req, int64_t timeout_ms,
-                           size_t *len);
-void inproc__abort(void *ctx);
-void inproc__destroy(void *ctx);
+coll_status_t coll__inproc_isend(void *ctx, int peer, uint32_t tag,
+                                 const void *buf, size_t len, void **req);
+coll_status_t coll__inproc_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                                 size_t cap, void **req);
+coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
+                                size_t *len);
+void coll__inproc_abort(void *ctx);
+void coll__inproc_destroy(void *ctx);
 
 /* Marks `ep` lost for `why`, fails every request that involves it and
  * waits for the copies in flight that touch its buffers. Idempotent: a
  * later call returns once the first one finished. Any thread. */
-void inproc__close(inproc_ep_t *ep, int why);
+void coll__inproc_close(inproc_ep_t *ep, int why);
 
 /* Records the text of a failed send/receive between `rank` and `peer` for
  * status s (ABORTED: this endpoint closed for `why`; PEER_LOST: the peer
  * did) and returns s. */
-coll_status_t inproc__fail_text(coll_status_t s, int rank, int is_send,
-                                int peer, uint32_t tag, int why);
+coll_status_t coll__inproc_fail_text(coll_status_t s, int rank, int is_send,
+                                     int peer, uint32_t tag, int why);
 
 /* Sets a request's final status and wakes its owner. Home lock held. */
-void inproc__complete(inproc_req_t *r, coll_status_t s, int why);
+void coll__inproc_complete(inproc_req_t *r, coll_status_t s, int why);
 
 /* A request from the owner's free list (NULL when out of memory) / back to
  * it. Any thread calling into the endpoint. */
-inproc_req_t *inproc__req_get(inproc_ep_t *ep);
-void inproc__req_put(inproc_ep_t *ep, inproc_req_t *r);
+inproc_req_t *coll__inproc_req_get(inproc_ep_t *ep);
+void coll__inproc_req_put(inproc_ep_t *ep, inproc_req_t *r);
 /* Frees every request object of the endpoint, at destroy. */
-void inproc__req_free_all(inproc_ep_t *ep);
+void coll__inproc_req_free_all(inproc_ep_t *ep);
 
 static inline int inproc_state(const inproc_req_t *r) {
   return atomic_load_explicit(&((inproc_req_t *)r)->state,

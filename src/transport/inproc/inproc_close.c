@@ -29,8 +29,8 @@ static void fail_list(inproc_ep_t *at, inproc_ep_t *x, inproc_list_t *l,
     if (!involves(at, x, r)) continue;
     inproc_list_remove(l, r);
     /* x's own requests are cancelled; its peers' ones lost their peer. */
-    inproc__complete(r, r->owner == x ? COLL_ERR_ABORTED : COLL_ERR_PEER_LOST,
-                     why);
+    coll__inproc_complete(
+        r, r->owner == x ? COLL_ERR_ABORTED : COLL_ERR_PEER_LOST, why);
   }
 }
 
@@ -44,7 +44,7 @@ static void sweep(inproc_ep_t *at, inproc_ep_t *x, int why) {
   fail_list(at, x, &at->unexpected, why);
 }
 
-void inproc__close(inproc_ep_t *x, int why) {
+void coll__inproc_close(inproc_ep_t *x, int why) {
   inproc_world_t *w = x->w;
   int i;
   uv_mutex_lock(&x->mu);

@@ -21,7 +21,7 @@ static inproc_req_t *list_find(const inproc_list_t *l, int src, uint32_t tag) {
   return NULL;
 }
 
-void inproc__complete(inproc_req_t *r, coll_status_t s, int why) {
+void coll__inproc_complete(inproc_req_t *r, coll_status_t s, int why) {
   r->status = s;
   r->why = why;
   /* Signal before publishing DONE: once a waiter can see DONE without the
@@ -57,10 +57,10 @@ static void transfer(inproc_ep_t *home, inproc_req_t *m, inproc_req_t *r,
   }
   inproc_list_remove(list, queued);
   r->got = n;
-  inproc__complete(r, final_status(r, fits ? COLL_OK
-                                           : COLL_ERR_LENGTH_MISMATCH),
-                   INPROC_OPEN);
-  inproc__complete(m, final_status(m, COLL_OK), INPROC_OPEN);
+  coll__inproc_complete(
+      r, final_status(r, fits ? COLL_OK : COLL_ERR_LENGTH_MISMATCH),
+      INPROC_OPEN);
+  coll__inproc_complete(m, final_status(m, COLL_OK), INPROC_OPEN);
   if (home->idle_waiters > 0) uv_cond_broadcast(&home->idle_cv);
   uv_mutex_unlock(&home->mu);
 }
@@ -91,12 +91,12 @@ static coll_status_t check_open(const inproc_ep_t *self, const inproc_ep_t *peer
                                 int is_send, uint32_t tag) {
   int lost = atomic_load(&self->lost);
   if (lost != INPROC_OPEN)
-    return inproc__fail_text(COLL_ERR_ABORTED, self->rank, is_send, peer->rank,
-                             tag, lost);
+    return coll__inproc_fail_text(COLL_ERR_ABORTED, self->rank, is_send,
+                                  peer->rank, tag, lost);
   lost = atomic_load(&peer->lost);
   if (lost != INPROC_OPEN)
-    return inproc__fail_text(COLL_ERR_PEER_LOST, self->rank, is_send,
-                             peer->rank, tag, lost);
+    return coll__inproc_fail_text(COLL_ERR_PEER_LOST, self->rank, is_send,
+                                  peer->rank, tag, lost);
   return COLL_OK;
 }
 
@@ -115,14 +115,14 @@ static void req_init(inproc_req_t *r, inproc_ep_t *home, int is_send,
   atomic_store_explicit(&r->state, INPROC_QUEUED, memory_order_relaxed);
 }
 
-coll_status_t inproc__isend(void *ctx, int peer, uint32_t tag, const void *buf,
-                            size_t len, void **req) {
+coll_status_t coll__inproc_isend(void *ctx, int peer, uint32_t tag,
+                                 const void *buf, size_t len, void **req) {
   inproc_ep_t *self = ctx, *dst;
   inproc_req_t *m, *r;
   coll_status_t s = check_args(self, "send to", peer, buf, len, req);
   if (s != COLL_OK) return s;
   dst = &self->w->eps[peer];
-  m = inproc__req_get(self);
+  m = coll__inproc_req_get(self);
   if (m == NULL)
     return coll__err(COLL_ERR_NO_MEMORY,
                      "inproc send to rank %d: out of memory for a request",
@@ -134,7 +134,7 @@ coll_status_t inproc__isend(void *ctx, int peer, uint32_t tag, const void *buf,
   s = check_open(self, dst, 1, tag);
   if (s != COLL_OK) {
     uv_mutex_unlock(&dst->mu);
-    inproc__req_put(self, m);
+    coll__inproc_req_put(self, m);
     return s;
   }
   r = list_find(&dst->posted, self->rank, tag);
@@ -148,13 +148,13 @@ coll_status_t inproc__isend(void *ctx, int peer, uint32_t tag, const void *buf,
   return COLL_OK;
 }
 
-coll_status_t inproc__irecv(void *ctx, int peer, uint32_t tag, void *buf,
-                            size_t cap, void **req) {
+coll_status_t coll__inproc_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                                 size_t cap, void **req) {
   inproc_ep_t *self = ctx;
   inproc_req_t *m, *r;
   coll_status_t s = check_args(self, "receive from", peer, buf, cap, req);
   if (s != COLL_OK) return s;
-  r = inproc__req_get(self);
+  r = coll__inproc_req_get(self);
   if (r == NULL)
     return coll__err(COLL_ERR_NO_MEMORY,
                      "inproc receive from rank %d: out of memory for a "
@@ -167,7 +167,7 @@ coll_status_t inproc__irecv(void *ctx, int peer, uint32_t tag, void *buf,
   s = check_open(self, &self->w->eps[peer], 0, tag);
   if (s != COLL_OK) {
     uv_mutex_unlock(&self->mu);
-    inproc__req_put(self, r);
+    coll__inproc_req_put(self, r);
     return s;
   }
   m = list_find(&self->unexpected, peer, tag);

@@ -6,8 +6,8 @@
 #include "core/error.h"
 #include "transport/inproc/inproc.h"
 
-coll_status_t inproc__fail_text(coll_status_t s, int rank, int is_send,
-                                int peer, uint32_t tag, int why) {
+coll_status_t coll__inproc_fail_text(coll_status_t s, int rank, int is_send,
+                                     int peer, uint32_t tag, int why) {
   const char *what = is_send ? "send to" : "receive from";
   if (s == COLL_ERR_PEER_LOST)
     return coll__err(s,
@@ -68,8 +68,8 @@ static int block(inproc_req_t *r, int64_t timeout_ms) {
   return done;
 }
 
-coll_status_t inproc__wait(void *ctx, void *req, int64_t timeout_ms,
-                           size_t *len) {
+coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
+                                size_t *len) {
   inproc_ep_t *self = ctx;
   inproc_req_t *r = req;
   coll_status_t s;
@@ -98,7 +98,7 @@ coll_status_t inproc__wait(void *ctx, void *req, int64_t timeout_ms,
               "longer than the %zu-byte receive buffer",
               self->rank, r->peer, (unsigned)r->tag, r->got, r->len);
   else if (s != COLL_OK)
-    inproc__fail_text(s, self->rank, r->is_send, r->peer, r->tag, r->why);
-  inproc__req_put(self, r);
+    coll__inproc_fail_text(s, self->rank, r->is_send, r->peer, r->tag, r->why);
+  coll__inproc_req_put(self, r);
   return s;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "transport/tcp/tcp_sha256.h"
+#include "core/sha256.h"
 
 void coll__tcp_hs_ctx_init(coll_tcp_hs_ctx_t *ctx, int rank, int world,
                            const char *job_id, const char *token) {

@@ -9,13 +9,17 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "core/comm.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/tcp/tcp_int.h"
+#include "transport/transport.h"
 
 /* How long destroy tries to hand each goodbye to the kernel, in total. */
 #define GOODBYE_BUDGET_MS 1000
+/* Over sockets a 1 MiB pipeline segment amortises the framing, the
+ * syscalls and the hand-off to the loop thread (measured). */
+#define TCP_SEGMENT_BYTES (1u << 20)
 
 static const char *const aborted_text = "tcp: transport aborted";
 
@@ -207,6 +211,7 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   /* t belongs to the wrapper only once it was created. */
   COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out),
                   s, fail);
+  coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
   return COLL_OK;
 fail:
   free(fds);

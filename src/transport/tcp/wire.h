@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/le.h"
+
 /* "COLL" read as a little-endian u32: the first bytes of every message. */
 #define COLL_TCP_MAGIC 0x4C4C4F43u
 /* Bumped on any change to the layouts below; peers must agree exactly. */
@@ -53,29 +55,6 @@ typedef struct coll_tcp_frame {
   uint32_t tag;
   uint64_t len;
 } coll_tcp_frame_t;
-
-static inline void coll__put_le16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static inline void coll__put_le32(uint8_t *p, uint32_t v) {
-  int i;
-  for (i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void coll__put_le64(uint8_t *p, uint64_t v) {
-  int i;
-  for (i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t coll__get_le16(const uint8_t *p) {
-  return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t coll__get_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-static inline uint64_t coll__get_le64(const uint8_t *p) {
-  return (uint64_t)coll__get_le32(p) | (uint64_t)coll__get_le32(p + 4) << 32;
-}
 
 static inline void coll__tcp_frame_encode(uint8_t out[COLL_TCP_FRAME_BYTES],
                                           uint8_t kind, uint8_t flags,

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/store_ext.h"
+#include "bootstrap/rendezvous/rendezvous.h"
+#include "bootstrap/store/store_ext.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bootstrap/store.h"
+#include "bootstrap/store/store.h"
 
 /* Without a HELLO within this long, the server drops a connection. */
 #define COLL_STORE_HANDSHAKE_MS_DEFAULT 30000

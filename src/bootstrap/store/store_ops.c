@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_srv.h"
+#include "bootstrap/store/store_srv.h"
 
 static store_conn_t *conn_of_wlink(coll_smap_link_t *l) {
   return (store_conn_t *)((char *)l - offsetof(store_conn_t, wlink));
@@ -41,7 +41,7 @@ static long parse_keys(store_conn_t *c) {
   for (i = 0; i < c->hdr.nkeys; i++) {
     size_t len;
     if (n - off < 2) goto bad;
-    len = (size_t)(b[off] | b[off + 1] << 8);
+    len = coll__get_le16(b + off);
     off += 2;
     if (len == 0 || len > COLL_STORE_KEY_MAX || n - off < len) goto bad;
     if (memchr(b + off, '\0', len) != NULL) goto bad;
@@ -68,7 +68,7 @@ static void reply_timeout(store_conn_t *c) {
     return;
   }
   for (i = c->widx; i < c->nkeys; i++)
-    if (!has_key(c, i)) coll__le_put32(idx + 4u * n++, (uint32_t)i);
+    if (!has_key(c, i)) coll__put_le32(idx + 4u * n++, (uint32_t)i);
   if (coll__store_reply(c, COLL_STORE_ST_TIMEOUT, 0, idx, 4u * n, NULL, 0) ==
       0)
     coll__store_request_done(c);

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* bootstrap.h: what coll_tcp_create and coll_comm_init_env share: address
+/* rendezvous.h: what coll_tcp_create and coll_comm_init_env share: address
  * resolution, local interface choice, and the rendezvous (rank 0 serves the
  * store, every rank joins, missing ranks are named, the store stops once
  * every rank is done with it). */
-#ifndef COLL_BOOTSTRAP_BOOTSTRAP_H
-#define COLL_BOOTSTRAP_BOOTSTRAP_H
+#ifndef COLL_BOOTSTRAP_RENDEZVOUS_H
+#define COLL_BOOTSTRAP_RENDEZVOUS_H
 
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "bootstrap/store.h"
+#include "bootstrap/store/store.h"
 #include "coll.h"
 
 /* Numeric host text: the longest IPv6 address with a %scope fits. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store_map.c: a chained hash table of store keys (FNV-1a, doubling). */
-#include "bootstrap/store_map.h"
+#include "bootstrap/store/store_map.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous/rendezvous.h"
 #include "core/error.h"
 
 static socklen_t sa_len(int family) {

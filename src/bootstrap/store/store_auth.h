@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store_auth.h: the store handshake's proofs and nonces, over the
- * SHA-256/HMAC the TCP transport's handshake uses too. */
+ * SHA-256/HMAC in core that the TCP transport's handshake uses too. */
 #ifndef COLL_BOOTSTRAP_STORE_AUTH_H
 #define COLL_BOOTSTRAP_STORE_AUTH_H
 
@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "coll.h"
-#include "transport/tcp/tcp_sha256.h"
+#include "core/sha256.h"
 
 /* The store handshake MAC: HMAC-SHA256(token, label | a | b) over two
  * 32-byte nonces; all zero when token is NULL or empty. Any thread. */

@@ -8,8 +8,8 @@
 #include <sys/uio.h>
 #include <uv.h>
 
-#include "bootstrap/store_ext.h"
-#include "bootstrap/store_proto.h"
+#include "bootstrap/store/store_ext.h"
+#include "bootstrap/store/store_proto.h"
 
 /* A reply may take this much longer than the timeout the request gave the
  * server, before the client stops waiting for it. */

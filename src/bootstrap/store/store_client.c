@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap/store_auth.h"
-#include "bootstrap/store_cli.h"
-#include "bootstrap/store_io.h"
+#include "bootstrap/store/store_auth.h"
+#include "bootstrap/store/store_cli.h"
+#include "bootstrap/store/store_io.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"

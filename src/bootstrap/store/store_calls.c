@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_cli.h"
+#include "bootstrap/store/store_cli.h"
 #include "core/clock.h"
 #include "core/error.h"
 
@@ -40,8 +40,7 @@ coll_status_t coll__store_set(coll_store_t *st, const char *key,
   if (val == NULL && len > 0)
     return coll__err(COLL_ERR_INVALID_ARG, "store set '%s': value is NULL",
                      key);
-  klen[0] = (uint8_t)kn;
-  klen[1] = (uint8_t)(kn >> 8);
+  coll__put_le16(klen, (uint16_t)kn);
   iov[0] = (struct iovec){klen, 2};
   iov[1] = (struct iovec){(void *)key, kn};
   iov[2] = (struct iovec){(void *)val, len};
@@ -61,9 +60,10 @@ static coll_status_t get_locked(coll_store_t *st, const char *key, size_t kn,
                                 void *buf, size_t cap, size_t *len,
                                 int64_t timeout_ms) {
   int64_t deadline = reply_deadline(timeout_ms);
-  uint8_t klen[2] = {(uint8_t)kn, (uint8_t)(kn >> 8)};
+  uint8_t klen[2];
   struct iovec iov[2] = {{klen, 2}, {(void *)key, kn}};
   coll_store_hdr_t rep;
+  coll__put_le16(klen, (uint16_t)kn);
   COLL_CHECK(coll__store_exchange(st, COLL_STORE_OP_GET, 1, timeout_ms, iov, 2,
                                   deadline, &rep));
   if (rep.code == COLL_STORE_ST_TIMEOUT) {
@@ -113,8 +113,7 @@ coll_status_t coll__store_add(coll_store_t *st, const char *key,
   if (st == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "store add: NULL store");
   COLL_CHECK(coll__store_check_key("add", key, &kn));
-  klen[0] = (uint8_t)kn;
-  klen[1] = (uint8_t)(kn >> 8);
+  coll__put_le16(klen, (uint16_t)kn);
   iov[0] = (struct iovec){klen, 2};
   iov[1] = (struct iovec){(void *)key, kn};
   uv_mutex_lock(&st->mu);
@@ -169,8 +168,8 @@ static coll_status_t wait_chunk(coll_store_t *st, const char *const *keys,
     return coll__err(COLL_ERR_NO_MEMORY, "store wait: no memory");
   for (k = 0; k < n; k++) {
     size_t kn = strlen(keys[first + k]);
-    *p++ = (uint8_t)kn;
-    *p++ = (uint8_t)(kn >> 8);
+    coll__put_le16(p, (uint16_t)kn);
+    p += 2;
     memcpy(p, keys[first + k], kn);
     p += kn;
   }
@@ -189,7 +188,7 @@ static coll_status_t wait_chunk(coll_store_t *st, const char *const *keys,
   for (i = 0; i < rep.body_len / 4; i++) {
     uint32_t j;
     COLL_CHECK(coll__store_read_body(st, idx, 4, deadline));
-    j = coll__le_get32(idx);
+    j = coll__get_le32(idx);
     if (j < (uint32_t)n) missing[(*nmissing)++] = first + (int)j;
   }
   return COLL_OK;

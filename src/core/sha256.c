@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tcp_sha256.c: SHA-256 and HMAC-SHA-256, written from FIPS 180-4 and
+/* sha256.c: SHA-256 and HMAC-SHA-256, written from FIPS 180-4 and
  * RFC 2104 (libc has neither, and one handshake needs only a few blocks). */
-#include "transport/tcp/tcp_sha256.h"
+#include "core/sha256.h"
 
 #include <string.h>
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tcp_sha256.h: SHA-256 and HMAC-SHA-256 (FIPS 180-4, RFC 2104) for the
- * handshake's job hash and token proofs. Pure functions; any thread. */
-#ifndef COLL_TRANSPORT_TCP_SHA256_H
-#define COLL_TRANSPORT_TCP_SHA256_H
+/* sha256.h: SHA-256 and HMAC-SHA-256 (FIPS 180-4, RFC 2104) for the
+ * handshakes' job hash and token proofs (the TCP transport's and the
+ * rendezvous store's). Pure functions; any thread. */
+#ifndef COLL_CORE_SHA256_H
+#define COLL_CORE_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 /* store_io.c: deadline-bounded connect, send and receive on nonblocking
  * sockets. poll(2) does the waiting, so every call returns by its deadline
  * whatever the peer does. */
-#include "bootstrap/store_io.h"
+#include "bootstrap/store/store_io.h"
 
 #include <errno.h>
 #include <netinet/in.h>

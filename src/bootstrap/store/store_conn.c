@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_auth.h"
-#include "bootstrap/store_srv.h"
+#include "bootstrap/store/store_auth.h"
+#include "bootstrap/store/store_srv.h"
 #include "core/log.h"
 
 /* Above this many queued reply bytes the connection stops reading, so a

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/store_srv.h"
+#include "bootstrap/store/store_srv.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -5,9 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
-#include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store_auth.c: the store handshake's MACs and nonces. */
-#include "bootstrap/store_auth.h"
+#include "bootstrap/store/store_auth.h"
 
 #include <string.h>
 #include <uv.h>

@@ -9,9 +9,9 @@
 #include <stdatomic.h>
 #include <uv.h>
 
-#include "bootstrap/store_ext.h"
-#include "bootstrap/store_map.h"
-#include "bootstrap/store_proto.h"
+#include "bootstrap/store/store_ext.h"
+#include "bootstrap/store/store_map.h"
+#include "bootstrap/store/store_proto.h"
 
 struct coll_store_server {
   uv_loop_t loop;

@@ -7,15 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bootstrap/bootstrap.h"
+#include "api/env_init.h"
+#include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"
 
 /* Bounds the world so per-rank key tables stay reasonable. */
 #define ENV_WORLD_MAX (1 << 20)
+/* Where rank 0 leaves the NCCL unique id in the rendezvous store. */
+#define UID_KEY "coll/nccl/unique_id"
 
 typedef struct env_job {
   int rank;
@@ -68,12 +72,33 @@ static coll_status_t read_env(env_job_t *j) {
                           &j->master_port);
 }
 
-static int64_t config_timeout(const coll_comm_config_t *cfg) {
-  if (cfg != NULL &&
-      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
-      cfg->timeout_ms != 0)
-    return cfg->timeout_ms;
-  return coll__default_timeout_ms();
+coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
+                                  const coll_comm_config_t *cfg,
+                                  int64_t timeout_ms, coll_comm_t **out) {
+  coll_unique_id_t id;
+  size_t len = 0;
+  coll_status_t s;
+  /* Before anyone waits on the store for an id that will not come. */
+  COLL_CHECK(coll__nccl_available("nccl init"));
+  if (store == NULL || out == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "nccl init: %s is NULL",
+                     store == NULL ? "store" : "out");
+  if (rank == 0) {
+    s = coll_unique_id_create(&id);
+    if (s == COLL_OK) s = coll__store_set(store, UID_KEY, &id, sizeof id);
+  } else {
+    s = coll__store_get(store, UID_KEY, &id, sizeof id, &len, timeout_ms);
+    if (s == COLL_OK && len != sizeof id)
+      s = coll__err(COLL_ERR_PROTOCOL,
+                    "nccl init: the unique id in the store is %zu bytes, "
+                    "expected %zu",
+                    len, sizeof id);
+  }
+  if (s != COLL_OK) {
+    coll__err_prefix("nccl init");
+    return s;
+  }
+  return coll__nccl_comm_init_local(rank, world, &id, cfg, out);
 }
 
 /* NCCL: the same rendezvous carries rank 0's unique id to everyone. */
@@ -91,12 +116,12 @@ static coll_status_t nccl_init(const env_job_t *j,
   rc = (coll_rdv_cfg_t){j->rank,   j->world, j->master_addr,
                         master_ip, j->master_port,
                         coll__env(COLL_ENV_AUTH_TOKEN),
-                        coll__deadline(config_timeout(cfg))};
+                        coll__deadline(coll__config_timeout_ms(cfg))};
   COLL_CHECK(coll__rdv_open(&rc, &r));
   left = coll__remaining_ms(rc.deadline_ms);
   /* 0 would read as "the default" there; a spent budget is 1 ms. */
-  s = coll__nccl_comm_from_store(coll__rdv_store(r), j->rank, j->world, cfg,
-                                 left == 0 ? 1 : left, out);
+  s = coll__env_nccl_comm(coll__rdv_store(r), j->rank, j->world, cfg,
+                          left == 0 ? 1 : left, out);
   if (s != COLL_OK) {
     coll__rdv_abandon(r);
     return s;
@@ -118,7 +143,7 @@ static coll_status_t cpu_init(const env_job_t *j,
   tc.world = j->world;
   tc.master_addr = j->master_addr;
   tc.master_port = j->master_port;
-  tc.timeout_ms = config_timeout(cfg);
+  tc.timeout_ms = coll__config_timeout_ms(cfg);
   /* Before meeting the other ranks: a bad knob fails at once. */
   COLL_CHECK(coll__cpu_env_check());
   COLL_CHECK(coll_tcp_create(&tc, &t));

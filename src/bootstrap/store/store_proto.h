@@ -35,7 +35,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "bootstrap/store.h"
+#include "bootstrap/store/store.h"
+#include "core/le.h"
 
 #define COLL_STORE_MAGIC 0x54534c43u /* "CLST" read little-endian */
 #define COLL_STORE_VERSION 1u
@@ -76,41 +77,25 @@ typedef struct coll_store_hdr {
   int64_t arg;
 } coll_store_hdr_t;
 
-static inline void coll__le_put32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
-}
-
-static inline uint32_t coll__le_get32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-
 static inline void coll__store_hdr_encode(uint8_t *p,
                                           const coll_store_hdr_t *h) {
-  uint64_t a = (uint64_t)h->arg;
-  coll__le_put32(p, h->magic);
+  coll__put_le32(p, h->magic);
   p[4] = h->version;
   p[5] = h->code;
-  p[6] = (uint8_t)h->nkeys;
-  p[7] = (uint8_t)(h->nkeys >> 8);
-  coll__le_put32(p + 8, h->body_len);
-  coll__le_put32(p + 12, 0);
-  coll__le_put32(p + 16, (uint32_t)a);
-  coll__le_put32(p + 20, (uint32_t)(a >> 32));
+  coll__put_le16(p + 6, h->nkeys);
+  coll__put_le32(p + 8, h->body_len);
+  coll__put_le32(p + 12, 0);
+  coll__put_le64(p + 16, (uint64_t)h->arg);
 }
 
 static inline void coll__store_hdr_decode(const uint8_t *p,
                                           coll_store_hdr_t *h) {
-  h->magic = coll__le_get32(p);
+  h->magic = coll__get_le32(p);
   h->version = p[4];
   h->code = p[5];
-  h->nkeys = (uint16_t)(p[6] | p[7] << 8);
-  h->body_len = coll__le_get32(p + 8);
-  h->arg = (int64_t)((uint64_t)coll__le_get32(p + 16) |
-                     (uint64_t)coll__le_get32(p + 20) << 32);
+  h->nkeys = coll__get_le16(p + 6);
+  h->body_len = coll__get_le32(p + 8);
+  h->arg = (int64_t)coll__get_le64(p + 16);
 }
 
 /* A fresh header for `code` with the magic and version filled in. */
