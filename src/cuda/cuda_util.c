@@ -11,6 +11,17 @@
  * newer than the header, so it writes into room to spare. */
 #define COLL_CUDA_ATTR_BYTES 512
 
+static coll_status_t set_device(const coll_nccl_table_t *t, int dev,
+                                const char *what) {
+  char why[COLL_ERRMSG_MAX];
+  cudaError_t e = t->cuda_set_device(dev);
+  if (e == cudaSuccess) return COLL_OK;
+  coll__cuda_result(t, e, "cudaSetDevice");
+  coll__err_save(why);
+  return coll__err(COLL_ERR_BACKEND, "%s: cannot make device %d current: %s",
+                   what, dev, why);
+}
+
 coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
                                       int *saved, const char *what) {
   int cur = -1;
@@ -21,27 +32,13 @@ coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
    * driver first, so leave can tell "device 0" from "none". */
   if (t->cu_ctx_get_current != NULL &&
       t->cu_ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == NULL) {
-    e = t->cuda_set_device(dev);
-    if (e != cudaSuccess) {
-      coll__cuda_result(t, e, what);
-      coll__err_prefix("cudaSetDevice");
-      return coll__err(COLL_ERR_BACKEND, "%s: cannot make device %d current",
-                       what, dev);
-    }
+    COLL_CHECK(set_device(t, dev, what));
     *saved = COLL_NO_CONTEXT;
     return COLL_OK;
   }
   e = t->cuda_get_device(&cur);
   if (e != cudaSuccess) return coll__cuda_result(t, e, what);
-  if (cur != dev) {
-    e = t->cuda_set_device(dev);
-    if (e != cudaSuccess) {
-      coll__cuda_result(t, e, what);
-      coll__err_prefix("cudaSetDevice");
-      return coll__err(COLL_ERR_BACKEND, "%s: cannot make device %d current",
-                       what, dev);
-    }
-  }
+  if (cur != dev) COLL_CHECK(set_device(t, dev, what));
   *saved = cur;
   return COLL_OK;
 }
