@@ -202,9 +202,12 @@ static void test_concurrent_aborts(void **state) {
  * copy finished. So the aborting thread owns the buffers again and writes
  * (receiver) or frees (sender) them: a copy still running then is a race
  * ThreadSanitizer reports, or a use-after-free AddressSanitizer reports.
- * An abort can still come too late when its thread is preempted for the
- * whole copy, so each side need see ABORTED in only one of its runs; an
- * abort that never changes the outcome fails the test. */
+ * Rank 1 waits on its receive only after the abort: its wait takes its
+ * endpoint's lock, which the receiver's abort needs too, and a waiter
+ * preempted while holding it would delay the abort past the copy. An abort
+ * can still come too late when its own thread is preempted for the whole
+ * copy, so each side need see ABORTED in only one of its runs; an abort
+ * that never changes the outcome fails the test. */
 typedef struct copy_run {
   coll_transport_t *t[2];
   tt_result_t res[3];
@@ -213,6 +216,7 @@ typedef struct copy_run {
   int abort_rank;
   _Atomic(void *) rreq; /* rank 1's receive, once posted */
   int saw_busy;         /* rank 2 saw the copy running when it aborted */
+  atomic_int aborted;   /* rank 2's abort returned */
   coll_status_t got[2];
 } copy_run_t;
 
@@ -237,6 +241,9 @@ static void copy_rank(int rank, int world, void *arg) {
       return;
     }
     atomic_store(&x->rreq, r);
+    until = test_now_ms() + TT_WAIT_MS;
+    while (!atomic_load(&x->aborted) && test_now_ms() < until)
+      test_sleep_ms(1);
     x->got[1] = tt_wait(x->t[1], r, TT_WAIT_MS, NULL);
   } else if (rank == 0) {
     if (copy_wait_posted(x) == NULL) {
@@ -260,6 +267,7 @@ static void copy_rank(int rank, int world, void *arg) {
         tt_fail(&x->res[2], "the send did not match in %d ms", TT_WAIT_MS);
     }
     coll__t_abort(x->t[x->abort_rank]);
+    atomic_store(&x->aborted, 1);
     if (x->abort_rank == 0) {
       free(x->sbuf);
       x->sbuf_freed = 1;
@@ -277,6 +285,7 @@ static int copy_race(int run, int a, int *busy) {
   int other = 1 - a, hit;
   memset(&x, 0, sizeof x);
   atomic_init(&x.rreq, NULL);
+  atomic_init(&x.aborted, 0);
   x.sbuf = malloc(COPY_BIG);
   x.rbuf = malloc(COPY_BIG);
   assert_non_null(x.sbuf);
