@@ -452,20 +452,37 @@ static void test_half_reference(void **state) {
   half_exhaustive(t_bf16_to_f32, t_f32_to_bf16, 0x7f80);
 }
 
-int main(void) {
+/* test_api_collectives [NAME...]: runs the named tests only (half_reference,
+ * world_1 .. world_8, random_floats), all of them without names. ctest runs
+ * the matrix in parts so that they can run in parallel. */
+int main(int argc, char **argv) {
   static world_ctx_t worlds[MAX_WORLD];
-  struct CMUnitTest tests[MAX_WORLD + 2];
+  struct CMUnitTest all[MAX_WORLD + 2], tests[MAX_WORLD + 2];
   static char names[MAX_WORLD][16];
-  int w, n = 0;
-  tests[n++] = (struct CMUnitTest){"half_reference", test_half_reference,
-                                   NULL, NULL, NULL};
+  int w, i, a, n = 0, nall = 0;
+  all[nall++] = (struct CMUnitTest){"half_reference", test_half_reference,
+                                    NULL, NULL, NULL};
   for (w = 1; w <= MAX_WORLD; w++) {
     worlds[w - 1].world = w;
     snprintf(names[w - 1], sizeof names[0], "world_%d", w);
-    tests[n++] = (struct CMUnitTest){names[w - 1], test_world, NULL, NULL,
-                                     &worlds[w - 1]};
+    all[nall++] = (struct CMUnitTest){names[w - 1], test_world, NULL, NULL,
+                                      &worlds[w - 1]};
   }
-  tests[n++] = (struct CMUnitTest){"random_floats", test_random_floats, NULL,
-                                   NULL, NULL};
+  all[nall++] = (struct CMUnitTest){"random_floats", test_random_floats, NULL,
+                                    NULL, NULL};
+  for (i = 0; i < nall; i++) {
+    int wanted = argc <= 1;
+    for (a = 1; a < argc; a++)
+      if (strcmp(argv[a], all[i].name) == 0) wanted = 1;
+    if (wanted) tests[n++] = all[i];
+  }
+  for (a = 1; a < argc; a++) {
+    for (i = 0; i < nall && strcmp(argv[a], all[i].name) != 0; i++) {
+    }
+    if (i == nall) {
+      fprintf(stderr, "test_api_collectives: no test named '%s'\n", argv[a]);
+      return 2;
+    }
+  }
   return _cmocka_run_group_tests("collectives", tests, (size_t)n, NULL, NULL);
 }

@@ -103,7 +103,11 @@ static ncclResult_t launch(si_call_t *calls, int n) {
   }
   si_launch_progress();
   if (nonblocking) {
+    /* A group holds at most SI_MAXCALLS calls; saying so here also tells
+     * gcc -O3 that the copy cannot exceed l->calls. */
+    if (n < 0 || n > SI_MAXCALLS) return ncclInternalError;
     l = calloc(1, sizeof *l);
+    if (l == NULL) return ncclSystemError;
     memcpy(l->calls, calls, (size_t)n * sizeof *calls);
     l->n = n;
     l->next = waiting;

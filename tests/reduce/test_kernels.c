@@ -242,7 +242,7 @@ static void test_dispatch(void **state) {
     if (coll__isa_supported((coll_isa_t)i)) best = i;
   assert_true(coll__isa_from_name(isa) >= 0);
   assert_true(coll__isa_supported((coll_isa_t)coll__isa_from_name(isa)));
-  /* ctest also runs this executable with COLL_SIMD=scalar and =avx2. */
+  /* ctest also runs this executable with COLL_SIMD=scalar, avx2, avx512. */
   assert_int_equal(coll__isa_from_name(isa),
                    coll__isa_pick(coll__env(COLL_ENV_SIMD)));
   assert_int_equal(coll__isa_pick(NULL), best);
