@@ -59,8 +59,7 @@ static void *worker(void *p) {
       break;
     }
     if (s != COLL_OK) {
-      fprintf(stderr, "rank %d: step %d: %s\n", rank, step,
-              coll_last_error());
+      fprintf(stderr, "rank %d: step %d: %s\n", rank, step, coll_last_error());
       job->failures[rank]++;
       break;
     }
@@ -85,11 +84,16 @@ int main(int argc, char **argv) {
   worker_arg_t *args;
   int i, bad = 0, aborted = 0;
   for (i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--ranks") == 0) job.ranks = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--steps") == 0) job.steps = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--count") == 0) job.count = (size_t)atol(argv[i + 1]);
-    else if (strcmp(argv[i], "--abort-at") == 0) job.abort_at = atoi(argv[i + 1]);
-    else break;
+    if (strcmp(argv[i], "--ranks") == 0)
+      job.ranks = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--steps") == 0)
+      job.steps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--count") == 0)
+      job.count = (size_t)atol(argv[i + 1]);
+    else if (strcmp(argv[i], "--abort-at") == 0)
+      job.abort_at = atoi(argv[i + 1]);
+    else
+      break;
   }
   if (i < argc || job.ranks < 1 || job.steps < 0) {
     fprintf(stderr,
@@ -104,8 +108,8 @@ int main(int argc, char **argv) {
   job.aborted_seen = calloc((size_t)job.ranks, sizeof *job.aborted_seen);
   th = calloc((size_t)job.ranks, sizeof *th);
   args = calloc((size_t)job.ranks, sizeof *args);
-  if (!ts || !job.comms || !job.handles || !job.failures ||
-      !job.aborted_seen || !th || !args) {
+  if (!ts || !job.comms || !job.handles || !job.failures || !job.aborted_seen ||
+      !th || !args) {
     fprintf(stderr, "out of memory\n");
     return 1;
   }
@@ -139,8 +143,15 @@ int main(int argc, char **argv) {
   }
   printf("%d ranks, %d steps of %zu floats: %s\n", job.ranks, job.steps,
          job.count,
-         bad ? "FAILED" : aborted ? "aborted cleanly" : "all results correct");
-  free(ts); free(job.comms); free(job.handles); free(job.failures);
-  free(job.aborted_seen); free(th); free(args);
+         bad       ? "FAILED"
+         : aborted ? "aborted cleanly"
+                   : "all results correct");
+  free(ts);
+  free(job.comms);
+  free(job.handles);
+  free(job.failures);
+  free(job.aborted_seen);
+  free(th);
+  free(args);
   return bad ? 1 : 0;
 }

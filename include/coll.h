@@ -110,19 +110,19 @@ COLL_API const char *coll_env_meaning(int i);
 /* ------------------------------------------------------------------------ */
 
 /* One list generates the enum, coll_status_name() and coll_strerror(). */
-#define COLL_STATUS_MAP(X)                                                    \
-  X(OK, 0, "success")                                                         \
-  X(ERR_INVALID_ARG, 1, "invalid argument")                                   \
-  X(ERR_NO_MEMORY, 2, "out of memory")                                        \
-  X(ERR_UNSUPPORTED, 3, "operation not supported")                            \
-  X(ERR_NOT_AVAILABLE, 4, "backend not available")                            \
-  X(ERR_ABORTED, 5, "communicator aborted")                                   \
-  X(ERR_TIMEOUT, 6, "timed out")                                              \
-  X(ERR_PEER_LOST, 7, "peer lost")                                            \
-  X(ERR_PROTOCOL, 8, "protocol error")                                        \
-  X(ERR_LENGTH_MISMATCH, 9, "ranks disagree on length, dtype or operation")   \
-  X(ERR_BACKEND, 10, "backend (NCCL/CUDA) error")                             \
-  X(ERR_SYSTEM, 11, "system error")                                           \
+#define COLL_STATUS_MAP(X)                                                  \
+  X(OK, 0, "success")                                                       \
+  X(ERR_INVALID_ARG, 1, "invalid argument")                                 \
+  X(ERR_NO_MEMORY, 2, "out of memory")                                      \
+  X(ERR_UNSUPPORTED, 3, "operation not supported")                          \
+  X(ERR_NOT_AVAILABLE, 4, "backend not available")                          \
+  X(ERR_ABORTED, 5, "communicator aborted")                                 \
+  X(ERR_TIMEOUT, 6, "timed out")                                            \
+  X(ERR_PEER_LOST, 7, "peer lost")                                          \
+  X(ERR_PROTOCOL, 8, "protocol error")                                      \
+  X(ERR_LENGTH_MISMATCH, 9, "ranks disagree on length, dtype or operation") \
+  X(ERR_BACKEND, 10, "backend (NCCL/CUDA) error")                           \
+  X(ERR_SYSTEM, 11, "system error")                                         \
   X(ERR_INTERNAL, 12, "internal error")
 
 typedef enum coll_status {
@@ -227,7 +227,7 @@ typedef struct coll_comm_config {
 } coll_comm_config_t;
 #define COLL_COMM_CONFIG_MAGIC 0x31474643434c4f43ull /* "COLCCFG1" */
 #define COLL_COMM_CONFIG_INIT \
-  {sizeof(coll_comm_config_t), 0, NULL, NULL, COLL_COMM_CONFIG_MAGIC}
+  { sizeof(coll_comm_config_t), 0, NULL, NULL, COLL_COMM_CONFIG_MAGIC }
 
 /* ------------------------------------------------------------------------ */
 /* Transports                                                               */
@@ -423,9 +423,11 @@ typedef struct coll_tcp_config {
   uint64_t magic;          /* COLL_TCP_CONFIG_MAGIC, set by the INIT macro */
 } coll_tcp_config_t;
 #define COLL_TCP_CONFIG_MAGIC 0x31474643504354ull /* "TCPCFG1" */
-#define COLL_TCP_CONFIG_INIT                                              \
-  {sizeof(coll_tcp_config_t), -1, 0, NULL, 0, NULL, NULL, 0, NULL,       \
-   COLL_TCP_CONFIG_MAGIC}
+#define COLL_TCP_CONFIG_INIT                                        \
+  {                                                                 \
+    sizeof(coll_tcp_config_t), -1, 0, NULL, 0, NULL, NULL, 0, NULL, \
+        COLL_TCP_CONFIG_MAGIC                                       \
+  }
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
  * returns its endpoint in *out (NULL on failure, with every socket and
@@ -536,9 +538,8 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
 /* recv = the reduction with op of every rank's send (count elements of
  * dt), on every rank. */
 COLL_API coll_status_t coll_allreduce(coll_comm_t *c, const void *send,
-                                      void *recv, size_t count,
-                                      coll_dtype_t dt, coll_op_t op,
-                                      void *stream);
+                                      void *recv, size_t count, coll_dtype_t dt,
+                                      coll_op_t op, void *stream);
 /* Allreduce in place of bufs[0..nbufs) (dtypes may differ) as one
  * collective: small buffers travel packed together. Every rank passes the
  * same list (number, dtypes and counts, in order) and op; a rank that
@@ -574,9 +575,9 @@ COLL_API coll_status_t coll_reduce_scatter(coll_comm_t *c, const void *send,
                                            void *stream);
 /* The reduction lands in recv on `root` only (recv may be NULL elsewhere
  * and is never written there); 0 <= root < world. */
-COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send,
-                                   void *recv, size_t count, coll_dtype_t dt,
-                                   coll_op_t op, int root, void *stream);
+COLL_API coll_status_t coll_reduce(coll_comm_t *c, const void *send, void *recv,
+                                   size_t count, coll_dtype_t dt, coll_op_t op,
+                                   int root, void *stream);
 /* Returns once every rank called it. */
 COLL_API coll_status_t coll_barrier(coll_comm_t *c);
 /* Tagged point-to-point; tag < COLL_TAG_RESERVED (NCCL comms: 0 only).
@@ -612,8 +613,7 @@ COLL_API coll_status_t coll_negotiate_dtype(coll_comm_t *c, coll_dtype_t local,
  * rank other than 0 blocks until rank 0's result arrives (bounded by the
  * comm's timeout). CPU comms; NCCL comms: UNSUPPORTED. */
 COLL_API coll_status_t coll_federated_average(coll_comm_t *c, float *data,
-                                              size_t count,
-                                              int64_t deadline_ms,
+                                              size_t count, int64_t deadline_ms,
                                               int *participants);
 
 /* Nonblocking forms: the same arguments and rules, plus *req, the request
@@ -644,21 +644,19 @@ COLL_API coll_status_t coll_iallgather(coll_comm_t *c, const void *send,
 COLL_API coll_status_t coll_ireduce_scatter(coll_comm_t *c, const void *send,
                                             void *recv, size_t count_per_rank,
                                             coll_dtype_t dt, coll_op_t op,
-                                            void *stream,
-                                            coll_request_t **req);
+                                            void *stream, coll_request_t **req);
 COLL_API coll_status_t coll_ireduce(coll_comm_t *c, const void *send,
                                     void *recv, size_t count, coll_dtype_t dt,
                                     coll_op_t op, int root, void *stream,
                                     coll_request_t **req);
 COLL_API coll_status_t coll_ibarrier(coll_comm_t *c, coll_request_t **req);
-COLL_API coll_status_t coll_isend(coll_comm_t *c, const void *buf,
-                                  size_t count, coll_dtype_t dt, int peer,
-                                  uint32_t tag, coll_request_t **req);
+COLL_API coll_status_t coll_isend(coll_comm_t *c, const void *buf, size_t count,
+                                  coll_dtype_t dt, int peer, uint32_t tag,
+                                  coll_request_t **req);
 COLL_API coll_status_t coll_irecv(coll_comm_t *c, void *buf, size_t count,
                                   coll_dtype_t dt, int peer, uint32_t tag,
                                   size_t *received, coll_request_t **req);
-COLL_API coll_status_t coll_inegotiate_dtype(coll_comm_t *c,
-                                             coll_dtype_t local,
+COLL_API coll_status_t coll_inegotiate_dtype(coll_comm_t *c, coll_dtype_t local,
                                              coll_dtype_t *agreed,
                                              coll_request_t **req);
 COLL_API coll_status_t coll_ifederated_average(coll_comm_t *c, float *data,
@@ -775,13 +773,11 @@ COLL_API coll_status_t coll_group_abort_handle(coll_group_t *g,
 COLL_API coll_status_t coll_group_allreduce(coll_group_t *g, void *const *bufs,
                                             int nbufs, size_t count,
                                             coll_dtype_t dt, coll_op_t op,
-                                            void *const *streams,
-                                            int nstreams);
+                                            void *const *streams, int nstreams);
 COLL_API coll_status_t coll_group_broadcast(coll_group_t *g, void *const *bufs,
                                             int nbufs, size_t count,
                                             coll_dtype_t dt, int root,
-                                            void *const *streams,
-                                            int nstreams);
+                                            void *const *streams, int nstreams);
 /* The number of devices, and the group's copy of their list (valid until
  * the group is split or destroyed); 0 and NULL for NULL or a split group.
  * Any thread. */

@@ -262,8 +262,7 @@ static void describe(char *dst, size_t cap, const coll_desc_t *d,
     if (d->dtype != other->dtype || cross)
       append(dst, cap, &len, "dtype %s",
              coll_dtype_name((coll_dtype_t)d->dtype));
-    if (d->root != other->root) append(dst, cap, &len, "root %d",
-                                       (int)d->root);
+    if (d->root != other->root) append(dst, cap, &len, "root %d", (int)d->root);
   }
   if (d->op != other->op)
     append(dst, cap, &len, "op %s", coll_op_name((coll_op_t)d->op));

@@ -26,8 +26,9 @@
 /* Tags: bit 31 set (COLL_TAG_RESERVED), then the low 20 bits of the comm's
  * collective sequence number, then an 11-bit phase chosen by the algorithm.
  * Messages of different collectives never match each other. */
-#define COLL_ALGO_TAG(seq, phase) \
-  (COLL_TAG_RESERVED | (((uint32_t)(seq)&0xFFFFFu) << 11) | ((uint32_t)(phase)&0x7FFu))
+#define COLL_ALGO_TAG(seq, phase)                           \
+  (COLL_TAG_RESERVED | (((uint32_t)(seq)&0xFFFFFu) << 11) | \
+   ((uint32_t)(phase)&0x7FFu))
 
 /* A per-comm scratch area, grown on demand and reused (no malloc per
  * message on the hot path). */
@@ -48,7 +49,7 @@ typedef struct coll_algo_ctx {
   int64_t deadline_ms; /* absolute (coll__now_ms); < 0: none */
   uint32_t seq;        /* this collective's sequence number on the comm */
   coll_scratch_t *scratch;
-  size_t seg_bytes;    /* ring pipeline segment (> 0) */
+  size_t seg_bytes; /* ring pipeline segment (> 0) */
 } coll_algo_ctx_t;
 
 /* The descriptor every rank must agree on for one collective. A batch
@@ -56,8 +57,8 @@ typedef struct coll_algo_ctx {
  * its buffers by their number, the first one, the total and a hash of the
  * whole (dtype, count) list, so that an error can say what differs. */
 typedef struct coll_desc {
-  uint32_t kind;  /* coll_work_kind_t, | COLL_DESC_BATCH for a batch */
-  int32_t dtype;  /* batch: the first buffer's (-1: none) */
+  uint32_t kind; /* coll_work_kind_t, | COLL_DESC_BATCH for a batch */
+  int32_t dtype; /* batch: the first buffer's (-1: none) */
   int32_t op;
   int32_t root;   /* -1 where the collective has none */
   uint64_t count; /* batch: the first buffer's */
@@ -82,8 +83,7 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
 
 /* Allreduce of count elements of dt in place on buf. */
 coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
-                                   size_t count, coll_dtype_t dt,
-                                   coll_op_t op);
+                                   size_t count, coll_dtype_t dt, coll_op_t op);
 coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op);
 /* buf holds world*count elements; on return block `rank` holds its reduced
@@ -106,9 +106,9 @@ coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);
 
 /* Federated averaging with a deadline (coll_federated_average): rank 0
  * averages its own data and the contributions that arrive before
- * deadline_ms (absolute, like the context's), and sends the mean and the participant count to
- * every rank, into data and *participants (may be NULL). A late
- * contribution never stalls a round: rank 0 receives it later and drops
+ * deadline_ms (absolute, like the context's), and sends the mean and the
+ * participant count to every rank, into data and *participants (may be NULL). A
+ * late contribution never stalls a round: rank 0 receives it later and drops
  * it. *state (NULL at first, allocated here) carries the round counter and
  * those late requests from one round to the next. */
 typedef struct coll_fedavg coll_fedavg_t;

@@ -45,8 +45,7 @@ coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
 
 coll_status_t coll__algo_isend(algo_run_t *run, algo_req_t *q, int peer,
                                const void *buf, size_t len) {
-  coll_status_t s =
-      coll__t_isend(run->ctx->t, peer, run->tag, buf, len, &q->h);
+  coll_status_t s = coll__t_isend(run->ctx->t, peer, run->tag, buf, len, &q->h);
   q->peer = peer;
   q->is_recv = 0;
   q->live = s == COLL_OK;

@@ -33,7 +33,7 @@ enum {
 typedef struct algo_req {
   coll_treq_t h;
   int peer;
-  int live;    /* posted and not yet completed */
+  int live; /* posted and not yet completed */
   int is_recv;
 } algo_req_t;
 

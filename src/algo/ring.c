@@ -180,9 +180,8 @@ static void ring_sizes(ring_t *R, const coll_algo_ctx_t *ctx,
   if (seg == 0) seg = 1;
   if (seg > max_block) seg = max_block;
   R->seg = seg;
-  R->round_elems = seg <= max_block / RING_ROUND_SEGS
-                       ? seg * RING_ROUND_SEGS
-                       : max_block;
+  R->round_elems =
+      seg <= max_block / RING_ROUND_SEGS ? seg * RING_ROUND_SEGS : max_block;
 }
 
 coll_status_t coll__ring_run(const coll_algo_ctx_t *ctx,

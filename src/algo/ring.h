@@ -23,7 +23,7 @@
 typedef struct coll_ring_pass {
   const char *what; /* "ring allreduce": how error texts begin */
   char *buf;
-  size_t esz;       /* bytes per element */
+  size_t esz; /* bytes per element */
   size_t q, rem;
   int shift;
   int nsteps;

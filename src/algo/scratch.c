@@ -26,8 +26,7 @@ void *coll__scratch_get(coll_scratch_t *s, size_t bytes) {
   s->cap = 0;
   p = aligned_alloc(SCRATCH_ALIGN, cap);
   if (p == NULL) {
-    coll__err(COLL_ERR_NO_MEMORY, "scratch: out of memory for %zu bytes",
-              cap);
+    coll__err(COLL_ERR_NO_MEMORY, "scratch: out of memory for %zu bytes", cap);
     return NULL;
   }
   s->ptr = p;

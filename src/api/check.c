@@ -7,7 +7,8 @@
 #include "api/api.h"
 
 coll_status_t coll__check_comm(const char *what, const coll_comm_t *c) {
-  if (c == NULL) return coll__err(COLL_ERR_INVALID_ARG, "%s: comm is NULL", what);
+  if (c == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: comm is NULL", what);
   return COLL_OK;
 }
 
@@ -75,8 +76,7 @@ coll_status_t coll__check_typed(const char *what, const coll_comm_t *c,
   COLL_CHECK(coll__check_comm(what, c));
   COLL_CHECK(coll__check_dtype(what, dt));
   if (with_op) COLL_CHECK(coll__check_op(what, op));
-  return coll__check_count(what, count, blocks ? blocks : (size_t)c->world,
-                           dt);
+  return coll__check_count(what, count, blocks ? blocks : (size_t)c->world, dt);
 }
 
 /* A batch buffer's extent, for the overlap check. */
@@ -153,8 +153,8 @@ coll_status_t coll__check_batch(const char *what, const coll_comm_t *c,
   size_t i, total = 0;
   COLL_CHECK(coll__check_comm(what, c));
   if (bufs == NULL && nbufs > 0)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs is NULL (nbufs %zu)",
-                     what, nbufs);
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: bufs is NULL (nbufs %zu)", what,
+                     nbufs);
   for (i = 0; i < nbufs; i++) {
     char name[32];
     snprintf(name, sizeof name, "bufs[%zu]", i);

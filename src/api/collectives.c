@@ -9,11 +9,11 @@
 
 /* The i-forms need a request pointer; the blocking forms pass NULL. It
  * reads NULL until a request was issued, so a failed call leaves none. */
-#define CHECK_REQ(what, req)                                               \
-  do {                                                                     \
-    if ((req) == NULL)                                                     \
-      return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what);     \
-    *(req) = NULL;                                                         \
+#define CHECK_REQ(what, req)                                           \
+  do {                                                                 \
+    if ((req) == NULL)                                                 \
+      return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what); \
+    *(req) = NULL;                                                     \
   } while (0)
 
 static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,
@@ -29,12 +29,12 @@ static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,
   COLL_CHECK(coll__check_buf(what, c, "recv", recv, bytes));
   COLL_CHECK(coll__check_overlap(what, send, bytes, recv, bytes));
   w = (coll_work_t){.kind = COLL_WORK_ALLREDUCE,
-                   .send = send,
-                   .recv = recv,
-                   .count = count,
-                   .dtype = dt,
-                   .op = op,
-                   .stream = stream};
+                    .send = send,
+                    .recv = recv,
+                    .count = count,
+                    .dtype = dt,
+                    .op = op,
+                    .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -60,11 +60,11 @@ static coll_status_t batch(coll_comm_t *c, const coll_buffer_t *bufs,
   COLL_CHECK(coll__check_batch(what, c, bufs, nbufs));
   COLL_CHECK(coll__check_op(what, op));
   w = (coll_work_t){.kind = COLL_WORK_ALLREDUCE,
-                   .op = op,
-                   .nbufs = nbufs,
-                   .bufs = (coll_buffer_t *)bufs,
-                   .stream = stream,
-                   .batch = 1};
+                    .op = op,
+                    .nbufs = nbufs,
+                    .bufs = (coll_buffer_t *)bufs,
+                    .stream = stream,
+                    .batch = 1};
   return coll__issue(c, &w, req);
 }
 
@@ -88,21 +88,20 @@ static coll_status_t premul(coll_comm_t *c, const coll_buffer_t *bufs,
   coll__err_clear();
   COLL_CHECK(coll__check_batch(what, c, bufs, nbufs));
   if (!isfinite(factor))
-    return coll__err(COLL_ERR_INVALID_ARG, "%s: factor %g is not finite",
-                     what, (double)factor);
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: factor %g is not finite", what,
+                     (double)factor);
   w = (coll_work_t){.kind = COLL_WORK_PREMUL_SUM,
-                   .op = COLL_SUM,
-                   .factor = factor,
-                   .nbufs = nbufs,
-                   .bufs = (coll_buffer_t *)bufs,
-                   .stream = stream};
+                    .op = COLL_SUM,
+                    .factor = factor,
+                    .nbufs = nbufs,
+                    .bufs = (coll_buffer_t *)bufs,
+                    .stream = stream};
   return coll__issue(c, &w, req);
 }
 
 coll_status_t coll_allreduce_premul_sum(coll_comm_t *c,
-                                        const coll_buffer_t *bufs,
-                                        size_t nbufs, float factor,
-                                        void *stream) {
+                                        const coll_buffer_t *bufs, size_t nbufs,
+                                        float factor, void *stream) {
   return premul(c, bufs, nbufs, factor, stream, NULL);
 }
 
@@ -122,14 +121,14 @@ static coll_status_t broadcast(coll_comm_t *c, void *buf, size_t count,
   coll__err_clear();
   COLL_CHECK(coll__check_typed(what, c, dt, 0, COLL_SUM, count, 1));
   COLL_CHECK(coll__check_rank(what, c, "root", root));
-  COLL_CHECK(coll__check_buf(what, c, "data", buf,
-                             count * coll_dtype_size(dt)));
+  COLL_CHECK(
+      coll__check_buf(what, c, "data", buf, count * coll_dtype_size(dt)));
   w = (coll_work_t){.kind = COLL_WORK_BROADCAST,
-                   .recv = buf,
-                   .count = count,
-                   .dtype = dt,
-                   .root = root,
-                   .stream = stream};
+                    .recv = buf,
+                    .count = count,
+                    .dtype = dt,
+                    .root = root,
+                    .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -158,14 +157,14 @@ static coll_status_t allgather(coll_comm_t *c, const void *send, void *recv,
   COLL_CHECK(coll__check_buf(what, c, "send", send, block));
   COLL_CHECK(coll__check_buf(what, c, "recv", recv, block * (size_t)c->world));
   if (send != (char *)recv + (size_t)c->rank * block)
-    COLL_CHECK(coll__check_overlap(what, send, block, recv,
-                                   block * (size_t)c->world));
+    COLL_CHECK(
+        coll__check_overlap(what, send, block, recv, block * (size_t)c->world));
   w = (coll_work_t){.kind = COLL_WORK_ALLGATHER,
-                   .send = send,
-                   .recv = recv,
-                   .count = count,
-                   .dtype = dt,
-                   .stream = stream};
+                    .send = send,
+                    .recv = recv,
+                    .count = count,
+                    .dtype = dt,
+                    .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -195,15 +194,15 @@ static coll_status_t reduce_scatter(coll_comm_t *c, const void *send,
   COLL_CHECK(coll__check_buf(what, c, "send", send, block * (size_t)c->world));
   COLL_CHECK(coll__check_buf(what, c, "recv", recv, block));
   if (recv != (const char *)send + (size_t)c->rank * block)
-    COLL_CHECK(coll__check_overlap(what, send, block * (size_t)c->world, recv,
-                                   block));
+    COLL_CHECK(
+        coll__check_overlap(what, send, block * (size_t)c->world, recv, block));
   w = (coll_work_t){.kind = COLL_WORK_REDUCE_SCATTER,
-                   .send = send,
-                   .recv = recv,
-                   .count = count,
-                   .dtype = dt,
-                   .op = op,
-                   .stream = stream};
+                    .send = send,
+                    .recv = recv,
+                    .count = count,
+                    .dtype = dt,
+                    .op = op,
+                    .stream = stream};
   return coll__issue(c, &w, req);
 }
 
@@ -213,10 +212,9 @@ coll_status_t coll_reduce_scatter(coll_comm_t *c, const void *send, void *recv,
   return reduce_scatter(c, send, recv, count, dt, op, stream, NULL);
 }
 
-coll_status_t coll_ireduce_scatter(coll_comm_t *c, const void *send,
-                                   void *recv, size_t count, coll_dtype_t dt,
-                                   coll_op_t op, void *stream,
-                                   coll_request_t **req) {
+coll_status_t coll_ireduce_scatter(coll_comm_t *c, const void *send, void *recv,
+                                   size_t count, coll_dtype_t dt, coll_op_t op,
+                                   void *stream, coll_request_t **req) {
   CHECK_REQ("ireduce_scatter", req);
   return reduce_scatter(c, send, recv, count, dt, op, stream, req);
 }
@@ -237,19 +235,19 @@ static coll_status_t reduce(coll_comm_t *c, const void *send, void *recv,
     COLL_CHECK(coll__check_overlap(what, send, bytes, recv, bytes));
   }
   w = (coll_work_t){.kind = COLL_WORK_REDUCE,
-                   .send = send,
-                   .recv = c->rank == root ? recv : NULL,
-                   .count = count,
-                   .dtype = dt,
-                   .op = op,
-                   .root = root,
-                   .stream = stream};
+                    .send = send,
+                    .recv = c->rank == root ? recv : NULL,
+                    .count = count,
+                    .dtype = dt,
+                    .op = op,
+                    .root = root,
+                    .stream = stream};
   return coll__issue(c, &w, req);
 }
 
 coll_status_t coll_reduce(coll_comm_t *c, const void *send, void *recv,
-                          size_t count, coll_dtype_t dt, coll_op_t op,
-                          int root, void *stream) {
+                          size_t count, coll_dtype_t dt, coll_op_t op, int root,
+                          void *stream) {
   return reduce(c, send, recv, count, dt, op, root, stream, NULL);
 }
 
@@ -283,9 +281,8 @@ static coll_status_t negotiate(coll_comm_t *c, coll_dtype_t local,
   COLL_CHECK(coll__check_dtype(what, local));
   if (agreed == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: agreed is NULL", what);
-  w = (coll_work_t){.kind = COLL_WORK_NEGOTIATE,
-                   .dtype = local,
-                   .agreed = agreed};
+  w = (coll_work_t){
+      .kind = COLL_WORK_NEGOTIATE, .dtype = local, .agreed = agreed};
   return coll__issue(c, &w, req);
 }
 
@@ -311,16 +308,15 @@ static coll_status_t fedavg(coll_comm_t *c, float *data, size_t count,
   COLL_CHECK(coll__check_count(what, count, 1, COLL_F32));
   COLL_CHECK(coll__check_buf(what, c, "data", data, count * sizeof(float)));
   if (deadline_ms < 0)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "%s: deadline_ms %lld is negative", what,
-                     (long long)deadline_ms);
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: deadline_ms %lld is negative",
+                     what, (long long)deadline_ms);
   w = (coll_work_t){.kind = COLL_WORK_FEDAVG,
-                   .recv = data,
-                   .count = count,
-                   .dtype = COLL_F32,
-                   .op = COLL_AVG,
-                   .deadline_ms = deadline_ms,
-                   .participants = participants};
+                    .recv = data,
+                    .count = count,
+                    .dtype = COLL_F32,
+                    .op = COLL_AVG,
+                    .deadline_ms = deadline_ms,
+                    .participants = participants};
   return coll__issue(c, &w, req);
 }
 
@@ -329,9 +325,8 @@ coll_status_t coll_federated_average(coll_comm_t *c, float *data, size_t count,
   return fedavg(c, data, count, deadline_ms, participants, NULL);
 }
 
-coll_status_t coll_ifederated_average(coll_comm_t *c, float *data,
-                                      size_t count, int64_t deadline_ms,
-                                      int *participants,
+coll_status_t coll_ifederated_average(coll_comm_t *c, float *data, size_t count,
+                                      int64_t deadline_ms, int *participants,
                                       coll_request_t **req) {
   CHECK_REQ("ifederated_average", req);
   return fedavg(c, data, count, deadline_ms, participants, req);

@@ -61,8 +61,7 @@ static coll_status_t read_env(env_job_t *j) {
                               "1..1048576", &j->world));
   snprintf(range, sizeof range, "0..%d for WORLD_SIZE=%d", j->world - 1,
            j->world);
-  COLL_CHECK(env_required_int(COLL_ENV_RANK, 0, j->world - 1, range,
-                              &j->rank));
+  COLL_CHECK(env_required_int(COLL_ENV_RANK, 0, j->world - 1, range, &j->rank));
   j->master_addr = coll__env(COLL_ENV_MASTER_ADDR);
   if (j->master_addr == NULL)
     return coll__err(COLL_ERR_INVALID_ARG,
@@ -111,10 +110,13 @@ static coll_status_t nccl_init(const env_job_t *j,
   coll_rdv_t *r = NULL;
   coll_status_t s;
   int64_t left;
-  COLL_CHECK(coll__resolve_host("MASTER_ADDR", j->master_addr, &master,
-                                master_ip));
-  rc = (coll_rdv_cfg_t){j->rank,   j->world, j->master_addr,
-                        master_ip, j->master_port,
+  COLL_CHECK(
+      coll__resolve_host("MASTER_ADDR", j->master_addr, &master, master_ip));
+  rc = (coll_rdv_cfg_t){j->rank,
+                        j->world,
+                        j->master_addr,
+                        master_ip,
+                        j->master_port,
                         coll__env(COLL_ENV_AUTH_TOKEN),
                         coll__deadline(coll__config_timeout_ms(cfg))};
   COLL_CHECK(coll__rdv_open(&rc, &r));
@@ -134,8 +136,7 @@ static coll_status_t nccl_init(const env_job_t *j,
   return s;
 }
 
-static coll_status_t cpu_init(const env_job_t *j,
-                              const coll_comm_config_t *cfg,
+static coll_status_t cpu_init(const env_job_t *j, const coll_comm_config_t *cfg,
                               coll_comm_t **out) {
   coll_tcp_config_t tc = COLL_TCP_CONFIG_INIT;
   coll_transport_t *t = NULL;

@@ -29,7 +29,8 @@ coll_status_t coll__issue(coll_comm_t *c, const coll_work_t *w,
 
 coll_status_t coll_wait(coll_request_t *req) {
   coll__err_clear();
-  if (req == NULL) return coll__err(COLL_ERR_INVALID_ARG, "wait: request is NULL");
+  if (req == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "wait: request is NULL");
   return req->ops->wait(req);
 }
 

@@ -22,8 +22,8 @@ static coll_status_t check_p2p(const char *what, coll_comm_t *c,
 }
 
 static coll_status_t p2p_send(coll_comm_t *c, const void *buf, size_t count,
-                          coll_dtype_t dt, int peer, uint32_t tag,
-                          coll_request_t **req) {
+                              coll_dtype_t dt, int peer, uint32_t tag,
+                              coll_request_t **req) {
   coll_work_t w = {.kind = COLL_WORK_SEND};
   coll__err_clear();
   COLL_CHECK(check_p2p("send", c, buf, count, dt, peer, tag));
@@ -36,8 +36,8 @@ static coll_status_t p2p_send(coll_comm_t *c, const void *buf, size_t count,
 }
 
 static coll_status_t p2p_recv(coll_comm_t *c, void *buf, size_t count,
-                          coll_dtype_t dt, int peer, uint32_t tag,
-                          size_t *received, coll_request_t **req) {
+                              coll_dtype_t dt, int peer, uint32_t tag,
+                              size_t *received, coll_request_t **req) {
   coll_work_t w = {.kind = COLL_WORK_RECV};
   coll__err_clear();
   COLL_CHECK(check_p2p("recv", c, buf, count, dt, peer, tag));

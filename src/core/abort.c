@@ -6,7 +6,8 @@
 
 coll_status_t coll__abort_handle_new(coll_abort_handle_t **out) {
   coll_abort_handle_t *h = calloc(1, sizeof *h);
-  if (h == NULL) return coll__err(COLL_ERR_NO_MEMORY, "abort handle: out of memory");
+  if (h == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "abort handle: out of memory");
   if (uv_mutex_init(&h->guard) != 0) {
     free(h);
     return coll__err(COLL_ERR_SYSTEM, "abort handle: cannot create a mutex");
@@ -32,7 +33,8 @@ void coll_abort_handle_release(coll_abort_handle_t *h) {
   if (h == NULL) return;
   if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
     int i;
-    for (i = 0; i < h->nchildren; i++) coll_abort_handle_release(h->children[i]);
+    for (i = 0; i < h->nchildren; i++)
+      coll_abort_handle_release(h->children[i]);
     free(h->children);
     uv_mutex_destroy(&h->guard);
     free(h);
@@ -47,7 +49,8 @@ coll_status_t coll_abort_handle_create(coll_abort_handle_t **out) {
   return coll__abort_handle_new(out);
 }
 
-coll_status_t coll__abort_handle_bind(coll_abort_handle_t *h, const char *what) {
+coll_status_t coll__abort_handle_bind(coll_abort_handle_t *h,
+                                      const char *what) {
   if (atomic_exchange(&h->bound, 1) != 0)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "%s: the config's abort handle already belongs to another "
@@ -82,7 +85,8 @@ void coll__abort_locked(coll_abort_handle_t *h) {
     h->comm->ops->abort(h->comm);
 }
 
-coll_status_t coll_comm_abort_handle(coll_comm_t *c, coll_abort_handle_t **out) {
+coll_status_t coll_comm_abort_handle(coll_comm_t *c,
+                                     coll_abort_handle_t **out) {
   coll__err_clear();
   if (out != NULL) *out = NULL;
   if (c == NULL || out == NULL)
@@ -95,7 +99,8 @@ coll_status_t coll_comm_abort_handle(coll_comm_t *c, coll_abort_handle_t **out) 
 
 coll_status_t coll_abort(coll_abort_handle_t *h) {
   coll__err_clear();
-  if (h == NULL) return coll__err(COLL_ERR_INVALID_ARG, "abort: handle is NULL");
+  if (h == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "abort: handle is NULL");
   /* The guard orders us against submit (a collective issued after this
    * returns sees the flag) and against destroy (which unlinks the comm under
    * it, so we never touch a freed comm). The claim makes the backend's

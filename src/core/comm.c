@@ -56,9 +56,8 @@ coll_abort_handle_t *coll__config_abort_handle(const coll_comm_config_t *cfg) {
   return cfg->abort_handle;
 }
 
-coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
-                             int world, const coll_comm_config_t *cfg,
-                             coll_comm_t **out) {
+coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank, int world,
+                             const coll_comm_config_t *cfg, coll_comm_t **out) {
   coll_comm_t *c;
   coll_status_t s;
   const char *name = NULL;

@@ -57,7 +57,7 @@ struct coll_abort_handle {
    * never across a wait. Abort takes it too, so a collective is never
    * submitted into a comm that abort is tearing down. */
   uv_mutex_t guard;
-  coll_comm_t *comm; /* NULL once destroy unlinked it (guarded) */
+  coll_comm_t *comm;  /* NULL once destroy unlinked it (guarded) */
   atomic_int claimed; /* teardown claim: 1 once abort or destroy took it */
   atomic_int bound;   /* 1 once a comm, a group or an init claimed it */
   atomic_int adopted; /* 1 once a comm made it its own */
@@ -83,9 +83,8 @@ struct coll_comm {
 
 /* Builds a comm shell (abort handle included) for a backend; the caller
  * fills be. Resolves cfg (NULL = defaults, timeout from COLL_TIMEOUT_MS). */
-coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank,
-                             int world, const coll_comm_config_t *cfg,
-                             coll_comm_t **out);
+coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank, int world,
+                             const coll_comm_config_t *cfg, coll_comm_t **out);
 /* Checks a caller's config before anything reads it: NULL is fine; else
  * it must come from COLL_COMM_CONFIG_INIT of this header (its magic) or of
  * an older one (its size is exactly that of an older layout). Refuses with

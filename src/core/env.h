@@ -27,8 +27,8 @@
   X(SOCKET_IFNAME, "COLL_SOCKET_IFNAME",                                      \
     "interface to listen on; default: the one that reaches MASTER_ADDR")      \
   X(TIMEOUT_MS, "COLL_TIMEOUT_MS",                                            \
-    "default bound on every wait of a comm, ms (default "                     \
-    COLL_ENV_XSTR_(COLL_DEFAULT_TIMEOUT_MS) ")")                              \
+    "default bound on every wait of a comm, ms (default " COLL_ENV_XSTR_(     \
+        COLL_DEFAULT_TIMEOUT_MS) ")")                                         \
   X(AUTH_TOKEN, "COLL_AUTH_TOKEN",                                            \
     "shared secret checked by the store and transport handshakes")            \
   X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                        \

@@ -27,9 +27,9 @@ void coll__err_restore(const char *src);
     if ((s) != COLL_OK) goto label;     \
   } while (0)
 
-#define COLL_CHECK(call)                 \
-  do {                                   \
-    coll_status_t coll_s_ = (call);      \
+#define COLL_CHECK(call)                    \
+  do {                                      \
+    coll_status_t coll_s_ = (call);         \
     if (coll_s_ != COLL_OK) return coll_s_; \
   } while (0)
 

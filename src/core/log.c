@@ -18,9 +18,12 @@ int coll__log_level_init(void) {
   const char *v = coll__env(COLL_ENV_DEBUG);
   int l = COLL_LOG_WARN;
   if (v != NULL) {
-    if (strcasecmp(v, "NONE") == 0 || strcmp(v, "0") == 0) l = COLL_LOG_NONE;
-    else if (strcasecmp(v, "INFO") == 0) l = COLL_LOG_INFO;
-    else if (strcasecmp(v, "TRACE") == 0) l = COLL_LOG_TRACE;
+    if (strcasecmp(v, "NONE") == 0 || strcmp(v, "0") == 0)
+      l = COLL_LOG_NONE;
+    else if (strcasecmp(v, "INFO") == 0)
+      l = COLL_LOG_INFO;
+    else if (strcasecmp(v, "TRACE") == 0)
+      l = COLL_LOG_TRACE;
   }
   atomic_store(&coll__log_level_cache, l);
   return l;

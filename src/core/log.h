@@ -33,11 +33,11 @@ static inline int coll__log_level(void) {
 /* Sets the rank shown in this thread's log prefix (-1: none). */
 void coll__log_set_rank(int rank);
 
-void coll__log(coll_log_level_t level, coll_log_sub_t sub, const char *fmt,
-               ...) __attribute__((format(printf, 3, 4)));
+void coll__log(coll_log_level_t level, coll_log_sub_t sub, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-#define COLL_LOG_AT_(lvl, sub, ...)                           \
-  do {                                                        \
+#define COLL_LOG_AT_(lvl, sub, ...)                                       \
+  do {                                                                    \
     if (coll__log_level() >= (lvl)) coll__log((lvl), (sub), __VA_ARGS__); \
   } while (0)
 #define COLL_WARN(sub, ...) COLL_LOG_AT_(COLL_LOG_WARN, sub, __VA_ARGS__)

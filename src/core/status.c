@@ -13,8 +13,7 @@ static _Thread_local char tls_errmsg[COLL_ERRMSG_MAX];
 const char *coll_strerror(coll_status_t s) {
   switch (s) {
 #define COLL_STATUS_TEXT_(name, value, text) \
-  case COLL_##name:                         \
-    return text;
+  case COLL_##name: return text;
     COLL_STATUS_MAP(COLL_STATUS_TEXT_)
 #undef COLL_STATUS_TEXT_
   }
@@ -24,8 +23,7 @@ const char *coll_strerror(coll_status_t s) {
 const char *coll_status_name(coll_status_t s) {
   switch (s) {
 #define COLL_STATUS_NAME_(name, value, text) \
-  case COLL_##name:                         \
-    return #name;
+  case COLL_##name: return #name;
     COLL_STATUS_MAP(COLL_STATUS_NAME_)
 #undef COLL_STATUS_NAME_
   }

@@ -31,11 +31,11 @@ const char *coll__work_name(coll_work_kind_t k); /* "allreduce", ... */
 
 typedef struct coll_work {
   coll_work_kind_t kind;
-  const void *send;     /* allreduce (single), allgather, reduce_scatter,
-                           reduce, send */
-  void *recv;           /* allreduce, broadcast buf, allgather,
-                           reduce_scatter, reduce, recv */
-  size_t count;         /* elements (per rank for allgather/reduce_scatter) */
+  const void *send; /* allreduce (single), allgather, reduce_scatter,
+                       reduce, send */
+  void *recv;       /* allreduce, broadcast buf, allgather,
+                       reduce_scatter, reduce, recv */
+  size_t count;     /* elements (per rank for allgather/reduce_scatter) */
   coll_dtype_t dtype;
   coll_op_t op;
   int root;             /* broadcast, reduce; peer for send/recv */

@@ -66,8 +66,8 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d);
 /* Work dtype of (dt, op): I32 for 8-bit SUM/AVG, else dt. */
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op);
 /* Turns a sum in the work dtype into the user's result: narrow, scale. */
-void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
-                      size_t count, coll_dtype_t dt, coll_op_t op);
+void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src, size_t count,
+                      coll_dtype_t dt, coll_op_t op);
 
 /* Records the comm's first fatal failure (this thread's error text) and
  * aborts the transport so peers learn at once. Any thread. */

@@ -6,8 +6,8 @@
 
 #include "core/env.h"
 #include "core/log.h"
-#include "cpu/exec.h"
 #include "cpu/cpu_comm.h"
+#include "cpu/exec.h"
 
 #define DEFAULT_RING_THRESHOLD (256u * 1024u)
 

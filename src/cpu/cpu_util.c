@@ -32,8 +32,8 @@ coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {
   return dt;
 }
 
-void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src,
-                      size_t count, coll_dtype_t dt, coll_op_t op) {
+void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src, size_t count,
+                      coll_dtype_t dt, coll_op_t op) {
   int world = cpu->comm->world;
   if (coll__cpu_work_dtype(dt, op) != dt) {
     coll__narrow_8bit(dt, op, dst, src, count, world);
@@ -66,6 +66,7 @@ coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what) {
   if (s != COLL_OK) memcpy(msg, cpu->broken_msg, sizeof msg);
   uv_mutex_unlock(&cpu->mu);
   if (s == COLL_OK) return COLL_OK;
-  return coll__err(s, "%s: the comm is unusable after an earlier failure: %.400s",
+  return coll__err(s,
+                   "%s: the comm is unusable after an earlier failure: %.400s",
                    what, msg);
 }

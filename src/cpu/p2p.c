@@ -40,8 +40,10 @@ static const coll_request_ops_t p2p_ops = {p2p_wait, p2p_test};
 
 static void unlink_req(coll_cpu_t *cpu, p2p_req_t *r) {
   uv_mutex_lock(&cpu->mu);
-  if (r->prev != NULL) r->prev->next = r->next;
-  else cpu->p2p = r->next;
+  if (r->prev != NULL)
+    r->prev->next = r->next;
+  else
+    cpu->p2p = r->next;
   if (r->next != NULL) r->next->prev = r->prev;
   uv_mutex_unlock(&cpu->mu);
 }
@@ -90,8 +92,8 @@ static coll_status_t conclude(p2p_req_t *r, coll_status_t s, size_t len) {
   if (s == COLL_OK && w->kind == COLL_WORK_RECV) {
     if (len % es != 0)
       s = coll__err(COLL_ERR_LENGTH_MISMATCH,
-                    "%zu bytes arrived, not a whole number of %s elements",
-                    len, coll_dtype_name(w->dtype));
+                    "%zu bytes arrived, not a whole number of %s elements", len,
+                    coll_dtype_name(w->dtype));
     else if (w->received != NULL)
       *w->received = len / es;
   }

@@ -46,8 +46,7 @@ coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w) {
       coll__cpu_ctx(cpu, &ctx);
       return coll__broadcast(&ctx, w->recv,
                              w->count * coll_dtype_size(w->dtype), w->root);
-    case COLL_WORK_REDUCE:
-      return reduce(cpu, w);
+    case COLL_WORK_REDUCE: return reduce(cpu, w);
     default:
       /* The agreement above already synchronized every rank when it ran;
        * the barrier proper keeps the guarantee when checks are off. */

@@ -9,22 +9,16 @@ static coll_status_t run_host(void *arg, const coll_work_t *w) {
   coll_cpu_t *cpu = arg;
   switch (w->kind) {
     case COLL_WORK_ALLREDUCE:
-    case COLL_WORK_PREMUL_SUM:
-      return coll__cpu_allreduce(cpu, w);
+    case COLL_WORK_PREMUL_SUM: return coll__cpu_allreduce(cpu, w);
     case COLL_WORK_BROADCAST:
     case COLL_WORK_REDUCE:
-    case COLL_WORK_BARRIER:
-      return coll__cpu_rooted(cpu, w);
+    case COLL_WORK_BARRIER: return coll__cpu_rooted(cpu, w);
     case COLL_WORK_ALLGATHER:
-    case COLL_WORK_REDUCE_SCATTER:
-      return coll__cpu_gather_scatter(cpu, w);
-    case COLL_WORK_NEGOTIATE:
-      return coll__cpu_negotiate(cpu, w);
-    case COLL_WORK_FEDAVG:
-      return coll__cpu_fedavg(cpu, w);
+    case COLL_WORK_REDUCE_SCATTER: return coll__cpu_gather_scatter(cpu, w);
+    case COLL_WORK_NEGOTIATE: return coll__cpu_negotiate(cpu, w);
+    case COLL_WORK_FEDAVG: return coll__cpu_fedavg(cpu, w);
     case COLL_WORK_SEND:
-    case COLL_WORK_RECV:
-      break;
+    case COLL_WORK_RECV: break;
   }
   return coll__err(COLL_ERR_INTERNAL, "work kind %d reached the executor",
                    (int)w->kind);
@@ -55,6 +49,7 @@ coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   } else {
     coll__err_prefix(what);
   }
-  if (is_fatal(s) || atomic_load(&cpu->t->aborted)) coll__cpu_set_broken(cpu, s);
+  if (is_fatal(s) || atomic_load(&cpu->t->aborted))
+    coll__cpu_set_broken(cpu, s);
   return s;
 }

@@ -18,8 +18,7 @@ coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
                    "staging: libcoll was built without CUDA support");
 }
 
-coll_status_t coll__staged_p2p_start(coll_transport_t *tp,
-                                     const coll_work_t *w,
+coll_status_t coll__staged_p2p_start(coll_transport_t *tp, const coll_work_t *w,
                                      coll_staged_p2p_t **out) {
   (void)tp, (void)w;
   *out = NULL;

@@ -85,12 +85,8 @@ coll_status_t coll__cuda_mem_kind(const coll_nccl_table_t *t, const void *p,
       *kind = COLL_MEM_MANAGED;
       *dev = u.a.device;
       break;
-    case cudaMemoryTypeHost:
-      *kind = COLL_MEM_PINNED;
-      break;
-    default:
-      *kind = COLL_MEM_HOST;
-      break;
+    case cudaMemoryTypeHost: *kind = COLL_MEM_PINNED; break;
+    default: *kind = COLL_MEM_HOST; break;
   }
   return COLL_OK;
 }

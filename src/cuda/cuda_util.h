@@ -7,11 +7,12 @@
 #include "cuda/gpu_table.h"
 
 /* What enter saved: a device to restore, or one of these. */
-#define COLL_NO_DEVICE (-1)  /* nothing to restore (enter failed) */
-#define COLL_NO_CONTEXT (-2) /* the thread had no CUDA context: leave drops
-                                the one enter made current, instead of
-                                cudaSetDevice(0), which would create a
-                                context on device 0 (W3 of the review) */
+#define COLL_NO_DEVICE (-1) /* nothing to restore (enter failed) */
+#define COLL_NO_CONTEXT                               \
+  (-2) /* the thread had no CUDA context: leave drops \
+          the one enter made current, instead of      \
+          cudaSetDevice(0), which would create a      \
+          context on device 0 (W3 of the review) */
 
 /* Makes `dev` current, saving the caller's state in *saved. On failure the
  * caller's device is unchanged and *saved is COLL_NO_DEVICE. Pair with

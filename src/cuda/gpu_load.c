@@ -4,8 +4,8 @@
  * and tells callers exactly which piece is missing. */
 #include <dlfcn.h>
 #include <link.h>
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -123,8 +123,7 @@ typedef cudaError_t (*version_fn)(int *v);
 
 /* 1 if the driver is new enough for the runtime in lib (or there is no
  * driver at all, which cudaGetDeviceCount reports better later). */
-static int driver_supports(void *lib, const char *name, char *why,
-                           size_t cap) {
+static int driver_supports(void *lib, const char *name, char *why, size_t cap) {
   version_fn rt = (version_fn)dlsym(lib, "cudaRuntimeGetVersion");
   version_fn drv = (version_fn)dlsym(lib, "cudaDriverGetVersion");
   int have = 0, need = 0;
@@ -132,9 +131,9 @@ static int driver_supports(void *lib, const char *name, char *why,
   if (rt(&need) != cudaSuccess || drv(&have) != cudaSuccess || have == 0)
     return 1;
   if (have >= need) return 1;
-  snprintf(why, cap, "%.32s needs a driver for CUDA %d.%d, the driver has %d.%d; ",
-           name, need / 1000, (need % 1000) / 10, have / 1000,
-           (have % 1000) / 10);
+  snprintf(why, cap,
+           "%.32s needs a driver for CUDA %d.%d, the driver has %d.%d; ", name,
+           need / 1000, (need % 1000) / 10, have / 1000, (have % 1000) / 10);
   return 0;
 }
 
@@ -278,7 +277,8 @@ coll_status_t coll__nccl_ready(const char *what,
 static int is_driver(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   (void)data;
-  return info->dlpi_name != NULL && strstr(info->dlpi_name, "libcuda.so") != NULL;
+  return info->dlpi_name != NULL &&
+         strstr(info->dlpi_name, "libcuda.so") != NULL;
 }
 
 const coll_nccl_table_t *coll__cuda_if_in_use(void) {

@@ -39,12 +39,8 @@ coll_status_t coll__cuda_result(const coll_nccl_table_t *t, cudaError_t e,
     case cudaErrorDevicesUnavailable:
       s = COLL_ERR_NOT_AVAILABLE; /* no driver / no device: nothing to run */
       break;
-    case cudaErrorMemoryAllocation:
-      s = COLL_ERR_NO_MEMORY;
-      break;
-    default:
-      s = COLL_ERR_BACKEND;
-      break;
+    case cudaErrorMemoryAllocation: s = COLL_ERR_NO_MEMORY; break;
+    default: s = COLL_ERR_BACKEND; break;
   }
   return coll__err(s, "%s: CUDA error %d (%s)", what, (int)e, text);
 }

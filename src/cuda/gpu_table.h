@@ -33,8 +33,7 @@ typedef struct coll_nccl_table {
   cudaError_t (*cuda_stream_create)(cudaStream_t *s);
   /* libcoll's own streams are cudaStreamNonBlocking: they never wait for,
    * and are never waited on by, the legacy default stream. */
-  cudaError_t (*cuda_stream_create_with_flags)(cudaStream_t *s,
-                                               unsigned flags);
+  cudaError_t (*cuda_stream_create_with_flags)(cudaStream_t *s, unsigned flags);
   cudaError_t (*cuda_stream_wait_event)(cudaStream_t s, cudaEvent_t e,
                                         unsigned flags);
   cudaError_t (*cuda_stream_destroy)(cudaStream_t s);

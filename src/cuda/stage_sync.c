@@ -10,8 +10,9 @@ coll_status_t coll__stage_after_caller(coll_slab_t *s, void *caller) {
   const coll_nccl_table_t *t = s->t;
   cudaError_t e = t->cuda_event_record(s->ev_caller, (cudaStream_t)caller);
   if (e != cudaSuccess)
-    return coll__cuda_result(t, e, "staging: cudaEventRecord on the caller's "
-                                   "stream");
+    return coll__cuda_result(t, e,
+                             "staging: cudaEventRecord on the caller's "
+                             "stream");
   e = t->cuda_stream_wait_event(s->st, s->ev_caller, 0);
   return coll__cuda_result(t, e, "staging: cudaStreamWaitEvent");
 }

@@ -35,8 +35,8 @@ struct coll_staged_p2p {
   void *stream; /* the caller's stream (NULL: the legacy default stream) */
   size_t bytes; /* send: the length; receive: the capacity */
   int state;
-  int posted;  /* the transport request was made */
-  int copying; /* a copy queued on the slab's stream may still run */
+  int posted;       /* the transport request was made */
+  int copying;      /* a copy queued on the slab's stream may still run */
   coll_treq_t treq; /* while SP_XFER */
   coll_status_t status;
   size_t len;
@@ -53,8 +53,8 @@ static coll_status_t start_send(coll_staged_p2p_t *sp) {
   sp->copying = 1;
   if (sp->bytes > 0) {
     /* cudaMemcpyDefault: the runtime tells device from host memory (UVA). */
-    e = sp->t->cuda_memcpy_async(s->ptr, sp->user, sp->bytes,
-                                 cudaMemcpyDefault, s->st);
+    e = sp->t->cuda_memcpy_async(s->ptr, sp->user, sp->bytes, cudaMemcpyDefault,
+                                 s->st);
     if (e != cudaSuccess)
       return coll__cuda_result(sp->t, e, "staging: cudaMemcpyAsync");
   }
@@ -71,8 +71,8 @@ static coll_status_t start_send(coll_staged_p2p_t *sp) {
  * caller's stream work issued so far, which may still use the buffer. */
 static coll_status_t start_recv(coll_staged_p2p_t *sp) {
   COLL_CHECK(coll__stage_after_caller(sp->slab, sp->stream));
-  COLL_CHECK(coll__t_irecv(sp->tp, sp->peer, sp->tag, sp->slab->ptr,
-                           sp->bytes, &sp->treq));
+  COLL_CHECK(coll__t_irecv(sp->tp, sp->peer, sp->tag, sp->slab->ptr, sp->bytes,
+                           &sp->treq));
   sp->posted = 1;
   sp->state = SP_XFER;
   return COLL_OK;
@@ -95,8 +95,7 @@ static void release(coll_staged_p2p_t *sp) {
   coll__err_restore(msg);
 }
 
-coll_status_t coll__staged_p2p_start(coll_transport_t *tp,
-                                     const coll_work_t *w,
+coll_status_t coll__staged_p2p_start(coll_transport_t *tp, const coll_work_t *w,
                                      coll_staged_p2p_t **out) {
   const coll_nccl_table_t *t = coll__cuda_if_in_use();
   coll_staged_p2p_t *sp;
@@ -108,7 +107,8 @@ coll_status_t coll__staged_p2p_start(coll_transport_t *tp,
     return coll__err(COLL_ERR_NOT_AVAILABLE,
                      "staging: the CUDA runtime is not usable here");
   sp = calloc(1, sizeof *sp);
-  if (sp == NULL) return coll__err(COLL_ERR_NO_MEMORY, "staging: out of memory");
+  if (sp == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "staging: out of memory");
   sp->t = t;
   sp->tp = tp;
   sp->is_send = w->kind == COLL_WORK_SEND;
@@ -121,7 +121,8 @@ coll_status_t coll__staged_p2p_start(coll_transport_t *tp,
    * caller's stream lives there), whatever thread calls. */
   s = coll__cuda_mem_kind(t, sp->user, &kind, &sp->dev);
   if (s == COLL_OK && kind != COLL_MEM_DEVICE)
-    s = coll__err(COLL_ERR_INTERNAL, "staging: the buffer is not device memory");
+    s = coll__err(COLL_ERR_INTERNAL,
+                  "staging: the buffer is not device memory");
   if (s == COLL_OK) s = coll__cuda_device_enter(t, sp->dev, &saved, "staging");
   if (s == COLL_OK) s = coll__slab_get(t, sp->bytes, sp->dev, &sp->slab);
   if (s == COLL_OK) s = sp->is_send ? start_send(sp) : start_recv(sp);
@@ -175,8 +176,10 @@ static int xfer_step(coll_staged_p2p_t *sp, int64_t wait_ms) {
     fail(sp, s);
   } else if (!sp->is_send) {
     s = copy_out(sp);
-    if (s != COLL_OK) fail(sp, s);
-    else sp->state = SP_COPY_OUT;
+    if (s != COLL_OK)
+      fail(sp, s);
+    else
+      sp->state = SP_COPY_OUT;
   }
   return 1;
 }

@@ -22,8 +22,7 @@ typedef struct coll_staged_p2p coll_staged_p2p_t;
  * Only posts, never waits: callable under the issue guard. tp must outlive
  * sp (until coll__staged_p2p_end). On failure nothing is left behind. The
  * thread that uses the comm. */
-coll_status_t coll__staged_p2p_start(coll_transport_t *tp,
-                                     const coll_work_t *w,
+coll_status_t coll__staged_p2p_start(coll_transport_t *tp, const coll_work_t *w,
                                      coll_staged_p2p_t **out);
 
 /* Advances sp. A send whose copy completed is handed to the transport only

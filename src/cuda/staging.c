@@ -18,9 +18,9 @@
 
 #include "core/comm.h"
 #include "core/error.h"
-#include "cuda/staging.h"
 #include "cuda/cuda_util.h"
 #include "cuda/stage_sync.h"
+#include "cuda/staging.h"
 #include "cuda/staging_pool.h"
 
 typedef struct copy {
@@ -301,12 +301,8 @@ static void plan_init(plan_t *p, const coll_work_t *w, const coll_buffer_t *b,
   switch (w->kind) {
     case COLL_WORK_ALLREDUCE:
     case COLL_WORK_PREMUL_SUM:
-    case COLL_WORK_BROADCAST:
-      p->per_seg = seg / p->esz;
-      break;
-    case COLL_WORK_REDUCE:
-      p->per_seg = (seg - 64) / (p->esz * 2);
-      break;
+    case COLL_WORK_BROADCAST: p->per_seg = seg / p->esz; break;
+    case COLL_WORK_REDUCE: p->per_seg = (seg - 64) / (p->esz * 2); break;
     case COLL_WORK_ALLGATHER:
     case COLL_WORK_REDUCE_SCATTER:
       p->per_seg = (seg - 64) / (p->esz * (size_t)(world + 1));
@@ -348,8 +344,7 @@ static coll_status_t stage_one(const coll_nccl_table_t *t, const plan_t *p,
     r.st = r.slab->st;
     /* Nothing is queued on the slab's stream if this fails. */
     s = coll__stage_after_caller(r.slab, (void *)p->w->stream);
-    if (s == COLL_OK)
-      s = run_plan(&r, p, cpu, run);
+    if (s == COLL_OK) s = run_plan(&r, p, cpu, run);
     if (r.slab != NULL) coll__slab_put(r.slab);
   }
   free(copies);

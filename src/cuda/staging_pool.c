@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-#define POOL_MAX 4 /* slabs kept (pinned memory is scarce) */
+#define POOL_MAX 4                  /* slabs kept (pinned memory is scarce) */
 #define SEG_BYTES ((size_t)4 << 20) /* per slot; fixed so ranks agree */
 #define SEG_MIN ((size_t)4 << 10)
 
@@ -96,8 +96,8 @@ static coll_slab_t *pool_take(const coll_nccl_table_t *t, size_t bytes,
   return s;
 }
 
-static coll_status_t slab_new(const coll_nccl_table_t *t, size_t bytes,
-                              int dev, coll_slab_t **out) {
+static coll_status_t slab_new(const coll_nccl_table_t *t, size_t bytes, int dev,
+                              coll_slab_t **out) {
   coll_slab_t *s = calloc(1, sizeof *s);
   cudaError_t e;
   int i;

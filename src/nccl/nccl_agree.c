@@ -20,7 +20,7 @@
 
 enum { F_KIND, F_COUNT, F_DTYPE, F_OP, F_ROOT, F_NBUFS, F_BUFS, F_N };
 static const char *const field_names[F_N] = {
-    "the collective", "count", "dtype", "op", "root", "buffer count",
+    "the collective",         "count", "dtype", "op", "root", "buffer count",
     "buffer counts or dtypes"};
 
 int coll__nccl_agree_wanted(void) {

@@ -22,8 +22,8 @@ static coll_status_t be_prepare(coll_comm_t *c, const coll_work_t *w) {
   const char *what = coll__work_name(w->kind);
   COLL_CHECK(coll__nccl_usable(be, what));
   if (is_p2p(w->kind)) {
-    COLL_CHECK(coll__nccl_dtype(be, w->dtype, &(ncclDataType_t){ncclFloat32},
-                                what));
+    COLL_CHECK(
+        coll__nccl_dtype(be, w->dtype, &(ncclDataType_t){ncclFloat32}, what));
     return COLL_OK; /* held; nothing reaches NCCL yet */
   }
   COLL_CHECK(coll__nccl_settle(be, what));

@@ -40,16 +40,16 @@ typedef struct coll_nccl_be {
   coll_status_t fail_status;
   char fail_why[COLL_ERRMSG_MAX];
   /* The comm's thread only. */
-  int lost_track;      /* work was enqueued without an event to wait on */
-  int inprogress;      /* NCCL answered ncclInProgress; not yet settled */
+  int lost_track; /* work was enqueued without an event to wait on */
+  int inprogress; /* NCCL answered ncclInProgress; not yet settled */
   int64_t inprogress_deadline_ms; /* when waiting for that gives up */
   ncclRedOp_t pend_ops[COLL_NCCL_MAX_PEND_OPS]; /* destroyed once settled */
   int npend_ops;
   cudaEvent_t *events; /* free events, created on dev */
   int nevents, capevents;
-  coll_nccl_req_t *live;                /* requests not yet waited */
+  coll_nccl_req_t *live;               /* requests not yet waited */
   coll_nccl_req_t *batch, *batch_tail; /* p2p not yet given to NCCL */
-  void *barrier_buf;                    /* one device float for barriers */
+  void *barrier_buf;                   /* one device float for barriers */
   /* Descriptor agreement (nccl_agree.c), when enabled: a row per rank on
    * the device and its pinned host copy, and the readback's event. */
   void *agree_dev;
@@ -68,9 +68,9 @@ typedef enum {
 struct coll_nccl_req {
   coll_request_t hdr;
   const coll_nccl_table_t *t;
-  coll_nccl_be_t *be; /* NULL once the comm was destroyed */
-  coll_nccl_req_t *prev, *next;   /* in be->live */
-  coll_nccl_req_t *batch_next;    /* in be->batch while QUEUED */
+  coll_nccl_be_t *be;           /* NULL once the comm was destroyed */
+  coll_nccl_req_t *prev, *next; /* in be->live */
+  coll_nccl_req_t *batch_next;  /* in be->batch while QUEUED */
   coll_nreq_state_t state;
   cudaStream_t st;
   cudaEvent_t start; /* recorded before the work: the caller's earlier

@@ -92,9 +92,10 @@ static coll_status_t map_work(coll_nccl_be_t *be, const coll_work_t *w,
     case COLL_WORK_ALLREDUCE:
     case COLL_WORK_REDUCE_SCATTER:
     case COLL_WORK_REDUCE:
-      if (w->nbufs == 0) COLL_CHECK(coll__nccl_dtype(be, w->dtype, &m->one, what));
-      return map_op(be, w->kind, w->op,
-                    w->nbufs ? w->bufs[0].dtype : w->dtype, &m->op, what);
+      if (w->nbufs == 0)
+        COLL_CHECK(coll__nccl_dtype(be, w->dtype, &m->one, what));
+      return map_op(be, w->kind, w->op, w->nbufs ? w->bufs[0].dtype : w->dtype,
+                    &m->op, what);
     case COLL_WORK_PREMUL_SUM:
       if (be->version < NCCL_V2_11 ||
           be->t->nccl_red_op_create_pre_mul_sum == NULL ||
@@ -107,8 +108,7 @@ static coll_status_t map_work(coll_nccl_be_t *be, const coll_work_t *w,
                                             what, scalar, &ndt));
       }
       return COLL_OK;
-    case COLL_WORK_BARRIER:
-      return COLL_OK;
+    case COLL_WORK_BARRIER: return COLL_OK;
     case COLL_WORK_NEGOTIATE:
     case COLL_WORK_FEDAVG:
       return coll__err(COLL_ERR_UNSUPPORTED,
@@ -136,8 +136,8 @@ static coll_status_t premul_ops(coll_nccl_be_t *be, const coll_work_t *w,
     ncclResult_t r;
     if (m->has_premul[dt]) continue;
     COLL_CHECK(coll__nccl_premul_scalar(dt, w->factor, i, NULL, scalar, &ndt));
-    r = be->t->nccl_red_op_create_pre_mul_sum(
-        &m->premul[dt], scalar, m->dts[i], ncclScalarHostImmediate, be->nc);
+    r = be->t->nccl_red_op_create_pre_mul_sum(&m->premul[dt], scalar, m->dts[i],
+                                              ncclScalarHostImmediate, be->nc);
     if (r != ncclSuccess)
       return coll__nccl_enqueue_error(be, r, "ncclRedOpCreatePreMulSum");
     m->has_premul[dt] = 1;
@@ -197,8 +197,7 @@ static ncclResult_t calls(coll_nccl_be_t *be, const coll_work_t *w,
       return t->nccl_reduce(w->send,
                             w->recv != NULL ? w->recv : (void *)w->send,
                             w->count, m->one, m->op, w->root, be->nc, st);
-    default:
-      return ncclInvalidUsage;
+    default: return ncclInvalidUsage;
   }
 }
 
@@ -211,7 +210,8 @@ coll_status_t coll__nccl_enqueue(coll_nccl_be_t *be, const coll_work_t *w,
   memset(&m, 0, sizeof m);
   *res = ncclSuccess;
   s = map_work(be, w, &m);
-  if (s == COLL_OK && w->kind == COLL_WORK_PREMUL_SUM) s = premul_ops(be, w, &m);
+  if (s == COLL_OK && w->kind == COLL_WORK_PREMUL_SUM)
+    s = premul_ops(be, w, &m);
   if (s != COLL_OK) {
     premul_release(be, &m, 0);
     unmap(&m);

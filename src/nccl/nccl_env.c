@@ -10,10 +10,10 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "cuda/gpu_table.h"
 #include "nccl/nccl_backend_choice.h"
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
-#include "cuda/gpu_table.h"
 
 /* NCCL refuses two ranks of one comm on one device ("invalid usage" at
  * init), and env:// puts every rank of the host in one comm, so a host that

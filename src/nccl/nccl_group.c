@@ -21,7 +21,7 @@
 struct coll_group {
   int ndev;
   int *devs;
-  coll_comm_t **comms;       /* NULL once split */
+  coll_comm_t **comms;        /* NULL once split */
   coll_abort_handle_t *abort; /* the group's: aborts every comm it made */
 };
 
@@ -295,7 +295,8 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
   }
   res = t->nccl_group_end();
   if (s == COLL_OK && res != ncclSuccess && res != ncclInProgress) {
-    for (i = 0; i < g->ndev; i++) ((coll_nccl_be_t *)g->comms[i]->be)->lost_track = 1;
+    for (i = 0; i < g->ndev; i++)
+      ((coll_nccl_be_t *)g->comms[i]->be)->lost_track = 1;
     s = coll__nccl_result(t, res, NULL, what);
   }
   if (s != COLL_OK) goto done;

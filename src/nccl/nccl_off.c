@@ -107,9 +107,7 @@ int coll__nccl_env_selected(void) {
   return 0;
 }
 
-coll_status_t coll__nccl_available(const char *what) {
-  return not_built(what);
-}
+coll_status_t coll__nccl_available(const char *what) { return not_built(what); }
 
 coll_status_t coll__nccl_comm_init_local(int rank, int world,
                                          const coll_unique_id_t *id,

@@ -25,7 +25,8 @@ coll_status_t coll__nccl_p2p_queue(coll_nccl_be_t *be, const coll_work_t *w,
                      "were issued); use tag 0, or a CPU comm",
                      what, w->tag);
   r = coll__nccl_req_alloc(be, w);
-  if (r == NULL) return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
+  if (r == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
   r->w = *w;
   r->w.bufs = NULL;
   r->w.nbufs = 0;

@@ -61,10 +61,8 @@ coll_status_t coll__nccl_check_numerics(coll_work_kind_t kind, coll_dtype_t dt,
   switch (kind) {
     case COLL_WORK_ALLREDUCE:
     case COLL_WORK_REDUCE:
-    case COLL_WORK_REDUCE_SCATTER:
-      break;
-    default:
-      return COLL_OK;
+    case COLL_WORK_REDUCE_SCATTER: break;
+    default: return COLL_OK;
   }
   /* ncclAvg on integers is a wrapped sum divided afterwards: for 8 bits
    * that wraps at any real world size, where the CPU backend returns the

@@ -78,7 +78,8 @@ static void req_unlink(coll_nccl_req_t *r) {
   r->prev = r->next = NULL;
 }
 
-coll_nccl_req_t *coll__nccl_req_alloc(coll_nccl_be_t *be, const coll_work_t *w) {
+coll_nccl_req_t *coll__nccl_req_alloc(coll_nccl_be_t *be,
+                                      const coll_work_t *w) {
   coll_nccl_req_t *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
   r->hdr.ops = &req_ops;
@@ -200,8 +201,7 @@ static coll_status_t req_finish(coll_nccl_req_t *r, coll_status_t s) {
   return s;
 }
 
-coll_status_t coll__nccl_fail(coll_nccl_be_t *be, coll_status_t s,
-                              int locked) {
+coll_status_t coll__nccl_fail(coll_nccl_be_t *be, coll_status_t s, int locked) {
   char why[COLL_ERRMSG_MAX];
   coll__err_save(why);
   if (!atomic_load_explicit(&be->failed, memory_order_acquire)) {

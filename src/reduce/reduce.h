@@ -51,8 +51,7 @@ int coll__int_div(coll_dtype_t dt, void *buf, size_t count, int n);
 /* 8-bit exact sums: widen I8/U8 src into i32 dst; narrow i32 sums back:
  * for SUM clamp to the dtype's range once; for AVG divide by n and round to
  * nearest, ties away from zero (then clamp, which cannot trigger). */
-void coll__widen_8bit(coll_dtype_t dt, int32_t *dst, const void *src,
-                      size_t n);
+void coll__widen_8bit(coll_dtype_t dt, int32_t *dst, const void *src, size_t n);
 void coll__narrow_8bit(coll_dtype_t dt, coll_op_t op, void *dst,
                        const int32_t *src, size_t n, int world);
 

@@ -44,8 +44,7 @@ int coll__isa_supported(coll_isa_t isa) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (isa) {
     case COLL_ISA_SCALAR: return 1;
-    case COLL_ISA_AVX2:
-      return __builtin_cpu_supports("avx2") && cpu_has_f16c();
+    case COLL_ISA_AVX2: return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case COLL_ISA_AVX512:
       return coll__isa_supported(COLL_ISA_AVX2) &&
              __builtin_cpu_supports("avx512f") &&

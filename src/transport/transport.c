@@ -24,15 +24,14 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
   coll_status_t s = COLL_ERR_INVALID_ARG;
   coll__err_clear();
   if (out != NULL) *out = NULL;
-  if (ops == NULL)
-    return coll__err(s, "transport_create: ops is NULL");
+  if (ops == NULL) return coll__err(s, "transport_create: ops is NULL");
   if (!OPS_HAS(ops, destroy))
-    return coll__err(s,
-                     "transport_create: ops->size %zu is too small for the "
-                     "mandatory slots (need %zu)",
-                     ops->size,
-                     offsetof(coll_transport_ops_t, destroy) +
-                         sizeof(ops->destroy));
+    return coll__err(
+        s,
+        "transport_create: ops->size %zu is too small for the "
+        "mandatory slots (need %zu)",
+        ops->size,
+        offsetof(coll_transport_ops_t, destroy) + sizeof(ops->destroy));
   if (ops->version < 1 || ops->version > COLL_TRANSPORT_OPS_VERSION)
     return coll__err(s,
                      "transport_create: transport '%.32s' has ops->version "
@@ -86,13 +85,9 @@ size_t coll__t_segment_bytes(const coll_transport_t *t) {
   return t->seg_bytes > 0 ? t->seg_bytes : COLL_T_SEGMENT_DEFAULT;
 }
 
-int coll_transport_rank(const coll_transport_t *t) {
-  return t ? t->rank : -1;
-}
+int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }
 
-int coll_transport_size(const coll_transport_t *t) {
-  return t ? t->world : -1;
-}
+int coll_transport_size(const coll_transport_t *t) { return t ? t->world : -1; }
 
 coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req) {
@@ -107,9 +102,8 @@ coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
 coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
                            int64_t deadline_ms, size_t *len) {
   size_t dummy = 0;
-  coll_status_t s =
-      t->ops.wait(t->ctx, req, coll__remaining_ms(deadline_ms),
-                  len ? len : &dummy);
+  coll_status_t s = t->ops.wait(t->ctx, req, coll__remaining_ms(deadline_ms),
+                                len ? len : &dummy);
   if (s == COLL_ERR_TIMEOUT && coll_last_error()[0] == '\0')
     coll__err(s, "no progress before the comm's timeout");
   return s;
@@ -129,8 +123,7 @@ coll_status_t coll__t_wait_exact(coll_transport_t *t, coll_treq_t req,
 
 /* A timed-out request is still pending: abort so it completes, then reap it. */
 static coll_status_t wait_or_abort(coll_transport_t *t, coll_treq_t req,
-                                   int64_t deadline_ms, size_t len,
-                                   int exact) {
+                                   int64_t deadline_ms, size_t len, int exact) {
   coll_status_t s = exact ? coll__t_wait_exact(t, req, deadline_ms, len)
                           : coll__t_wait(t, req, deadline_ms, NULL);
   if (s == COLL_ERR_TIMEOUT) coll__t_abort_reap(t, req, s);

@@ -49,10 +49,9 @@ const char *at_tp_name(at_tp_t tp) {
 }
 
 const char *at_kind_name(at_kind_t k) {
-  static const char *const names[] = {"ring allreduce", "rd allreduce",
-                                      "reduce-scatter", "allgather",
-                                      "broadcast",      "reduce",
-                                      "barrier"};
+  static const char *const names[] = {
+      "ring allreduce", "rd allreduce", "reduce-scatter", "allgather",
+      "broadcast",      "reduce",       "barrier"};
   return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
@@ -103,14 +102,12 @@ int64_t at_value(coll_dtype_t dt, coll_op_t op, int rank, uint64_t salt,
   uint64_t r = (uint64_t)rank, x = (uint64_t)i + salt * 7919u;
   int uns = dt == COLL_U8;
   switch (op) {
-    case COLL_SUM:
-      return (int64_t)((r * 37 + x * 11) % 9) - (uns ? 0 : 4);
+    case COLL_SUM: return (int64_t)((r * 37 + x * 11) % 9) - (uns ? 0 : 4);
     case COLL_PROD:
       if ((x + r) % 5 == 0) return 2;
       if (!uns && (x + 2 * r) % 7 == 3) return -1;
       return 1;
-    default:
-      return (int64_t)((r * 53 + x * 29) % 201) - (uns ? 0 : 100);
+    default: return (int64_t)((r * 53 + x * 29) % 201) - (uns ? 0 : 100);
   }
 }
 
@@ -240,8 +237,7 @@ static uint64_t mix(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 /* A random value dt holds exactly, in [-1, 1]. */
-static double random_value(coll_dtype_t dt, int rank, uint64_t salt,
-                           size_t i) {
+static double random_value(coll_dtype_t dt, int rank, uint64_t salt, size_t i) {
   uint64_t u = mix((uint64_t)rank + 1, salt, i);
   switch (dt) {
     case COLL_F16: return ((double)(u % 2049) - 1024) / 1024;
@@ -284,9 +280,9 @@ static void fill(const at_case_t *c, int rank, uint64_t salt, char *buf,
                  size_t first, size_t count) {
   size_t es = coll_dtype_size(c->dt), i;
   for (i = 0; i < count; i++) {
-    double v = c->random ? random_value(c->dt, rank, salt, first + i)
-                         : (double)at_value(c->dt, c->op, rank, salt,
-                                            first + i);
+    double v = c->random
+                   ? random_value(c->dt, rank, salt, first + i)
+                   : (double)at_value(c->dt, c->op, rank, salt, first + i);
     at_encode(c->dt, v, buf + i * es);
   }
 }
@@ -319,8 +315,7 @@ static size_t check(const at_case_t *c, int n, uint64_t salt, const char *buf,
 }
 
 static unsigned char pattern(int block, uint64_t salt, size_t j) {
-  return (unsigned char)((size_t)block * 131u + j * 7u + salt * 13u +
-                         (j >> 8));
+  return (unsigned char)((size_t)block * 131u + j * 7u + salt * 13u + (j >> 8));
 }
 
 static void fill_pattern(unsigned char *p, int block, uint64_t salt,
@@ -410,8 +405,8 @@ static void run_case(at_world_t *w, int rank, const at_case_t *c, size_t ci,
     }
     case AT_BCAST:
       if (rank == 0)
-        o->nbad = check_pattern((unsigned char *)buf, 0, salt, blk,
-                                &o->first_bad);
+        o->nbad =
+            check_pattern((unsigned char *)buf, 0, salt, blk, &o->first_bad);
       o->hash = at_hash(buf, blk);
       break;
     case AT_REDUCE:
@@ -454,8 +449,8 @@ void at_run_cases(at_world_t *w, const at_case_t *cases, size_t ncases,
                   at_out_t *out, int64_t timeout_ms) {
   run_arg_t a = {w, cases, ncases, out, timeout_ms};
   char what[96];
-  snprintf(what, sizeof what, "%zu algorithm cases, world %d, %s", ncases,
-           w->n, at_tp_name(w->tp));
+  snprintf(what, sizeof what, "%zu algorithm cases, world %d, %s", ncases, w->n,
+           at_tp_name(w->tp));
   /* Cases run one after another; the bound covers them all. */
   test_run_ranks(w->n, rank_main, &a, 600000, what);
 }
@@ -512,8 +507,8 @@ size_t at_run_world(at_tp_t tp, int n, const at_case_t *cs, size_t nc) {
   }
   at_run_cases(&w, cs, nc, out, 60000);
   if (getenv("ALGO_TEST_VERBOSE") != NULL)
-    fprintf(stderr, "%s world %d: %zu cases, %lld ms\n", at_tp_name(tp), n,
-            nc, (long long)(test_now_ms() - t0));
+    fprintf(stderr, "%s world %d: %zu cases, %lld ms\n", at_tp_name(tp), n, nc,
+            (long long)(test_now_ms() - t0));
   failed = at_report(&w, cs, nc, out);
   leaked = at_close(&w);
   if (leaked) fprintf(stderr, "%zu requests never waited\n", leaked);

@@ -79,9 +79,9 @@ typedef struct at_case {
 /* Per rank and case: the outcome. */
 typedef struct at_out {
   int status;
-  size_t nbad;     /* elements that differ from the reference */
+  size_t nbad; /* elements that differ from the reference */
   size_t first_bad;
-  uint64_t hash;   /* of the result, to compare ranks bit for bit */
+  uint64_t hash; /* of the result, to compare ranks bit for bit */
   char err[200];
 } at_out_t;
 

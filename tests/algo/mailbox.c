@@ -9,12 +9,12 @@
 
 typedef struct mreq mreq_t;
 struct mreq {
-  mreq_t *next;    /* in the receiver's posted or unexpected list */
+  mreq_t *next;          /* in the receiver's posted or unexpected list */
   mreq_t *lprev, *lnext; /* in the owner's list of requests not yet waited */
-  uint64_t hash;   /* a send's data when posted */
-  int owner;       /* the endpoint that waits for it; -1: an eager copy */
+  uint64_t hash;         /* a send's data when posted */
+  int owner;             /* the endpoint that waits for it; -1: an eager copy */
   int is_send;
-  int src, dst;    /* the message's sender and receiver */
+  int src, dst; /* the message's sender and receiver */
   uint32_t tag;
   const void *sbuf;
   void *rbuf;
@@ -49,7 +49,10 @@ struct mbox_world {
 
 static void list_push(mlist_t *l, mreq_t *r) {
   r->next = NULL;
-  if (l->tail) l->tail->next = r; else l->head = r;
+  if (l->tail)
+    l->tail->next = r;
+  else
+    l->head = r;
   l->tail = r;
   r->queued = 1;
 }
@@ -60,7 +63,10 @@ static mreq_t *list_take(mlist_t *l, int (*pred)(const mreq_t *, const void *),
   mreq_t *r, *prev = NULL;
   for (r = l->head; r != NULL; prev = r, r = r->next) {
     if (!pred(r, arg)) continue;
-    if (prev) prev->next = r->next; else l->head = r->next;
+    if (prev)
+      prev->next = r->next;
+    else
+      l->head = r->next;
     if (l->tail == r) l->tail = prev;
     r->next = NULL;
     r->queued = 0;
@@ -96,8 +102,7 @@ static int conflicts(const mep_t *ep, int is_send, const void *buf,
   const mreq_t *r;
   for (r = ep->live_head; r != NULL; r = r->lnext) {
     if (r->is_send && is_send) continue;
-    if (overlaps(buf, len, r->is_send ? r->sbuf : r->rbuf, r->len))
-      return 1;
+    if (overlaps(buf, len, r->is_send ? r->sbuf : r->rbuf, r->len)) return 1;
   }
   return 0;
 }
@@ -152,7 +157,10 @@ static mreq_t *req_new(mep_t *ep, int is_send, int src, int dst, uint32_t tag,
 }
 
 static void live_remove(mep_t *ep, mreq_t *r) {
-  if (r->lprev) r->lprev->lnext = r->lnext; else ep->live_head = r->lnext;
+  if (r->lprev)
+    r->lprev->lnext = r->lnext;
+  else
+    ep->live_head = r->lnext;
   if (r->lnext) r->lnext->lprev = r->lprev;
   r->lprev = r->lnext = NULL;
   ep->live--;
@@ -268,7 +276,10 @@ static void req_unlink(mbox_world_t *w, mreq_t *r) {
   mreq_t *x, *prev = NULL;
   for (x = l->head; x != NULL; prev = x, x = x->next) {
     if (x != r) continue;
-    if (prev) prev->next = x->next; else l->head = x->next;
+    if (prev)
+      prev->next = x->next;
+    else
+      l->head = x->next;
     if (l->tail == x) l->tail = prev;
     break;
   }
@@ -281,8 +292,8 @@ static coll_status_t mb_wait(void *ctx, void *req, int64_t timeout_ms,
   mbox_world_t *w = ep->w;
   mreq_t *r = req;
   coll_status_t s;
-  uint64_t end = uv_hrtime() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) *
-                                   1000000u;
+  uint64_t end =
+      uv_hrtime() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
   uv_mutex_lock(&w->mu);
   while (!r->done) {
     uint64_t now = uv_hrtime();
@@ -308,8 +319,10 @@ static coll_status_t mb_wait(void *ctx, void *req, int64_t timeout_ms,
     s = COLL_ERR_INTERNAL;
   free(r);
   if (s == COLL_ERR_INTERNAL)
-    coll_set_last_error(s, "mailbox: rank %d changed a send buffer before "
-                        "waiting for the send", ep->rank);
+    coll_set_last_error(s,
+                        "mailbox: rank %d changed a send buffer before "
+                        "waiting for the send",
+                        ep->rank);
   else if (s == COLL_ERR_LENGTH_MISMATCH)
     coll_set_last_error(s, "mailbox: message longer than the receive");
   else if (s == COLL_ERR_ABORTED)
@@ -336,8 +349,8 @@ static void mb_abort(void *ctx) {
         if (r->owner < 0 || (r->src != ep->rank && r->dst != ep->rank))
           continue;
         req_unlink(w, r);
-        complete(w, r, r->owner == ep->rank ? COLL_ERR_ABORTED
-                                            : COLL_ERR_PEER_LOST);
+        complete(w, r,
+                 r->owner == ep->rank ? COLL_ERR_ABORTED : COLL_ERR_PEER_LOST);
       }
     }
   }

@@ -18,8 +18,7 @@ typedef struct mbox_world mbox_world_t;
  * buffered until a receive matches it. *w stays valid until
  * mbox_world_release, also after the endpoints were destroyed. No barrier
  * slot: libcoll's dissemination barrier runs on top. Any thread. */
-int mbox_create(int world, int eager, coll_transport_t **out,
-                mbox_world_t **w);
+int mbox_create(int world, int eager, coll_transport_t **out, mbox_world_t **w);
 /* Requests endpoint `rank` posted and has not waited for yet. */
 size_t mbox_live(mbox_world_t *w, int rank);
 /* Messages sent and received so far, over all endpoints. */

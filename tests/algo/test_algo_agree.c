@@ -33,7 +33,7 @@ typedef struct agree_arg {
   at_world_t *w;
   const scen_t *sc;
   size_t nsc;
-  int *status;   /* [scenario * n + rank] */
+  int *status; /* [scenario * n + rank] */
   char (*text)[COLL_ERRMSG_MAX];
 } agree_arg_t;
 

@@ -36,8 +36,13 @@ typedef struct fail_arg {
 
 static void rank_main(int rank, int n, void *p) {
   fail_arg_t *a = p;
-  at_case_t c = {(at_kind_t)(a->kind < 0 ? AT_BARRIER : a->kind), a->count,
-                 COLL_F32, COLL_SUM, 4096, n - 1, 0};
+  at_case_t c = {(at_kind_t)(a->kind < 0 ? AT_BARRIER : a->kind),
+                 a->count,
+                 COLL_F32,
+                 COLL_SUM,
+                 4096,
+                 n - 1,
+                 0};
   coll_algo_ctx_t ctx;
   size_t bytes;
   char *buf;
@@ -151,8 +156,8 @@ static void test_missing_rank(void **state) {
     for (wi = 0; wi < 3; wi++)
       for (ai = 0; ai < NALGOS; ai++) {
         int n = worlds[wi], odd = (int)(ai + wi) % n;
-        unsigned allowed = BIT(COLL_OK) | BIT(COLL_ERR_TIMEOUT) |
-                           BIT(COLL_ERR_PEER_LOST);
+        unsigned allowed =
+            BIT(COLL_OK) | BIT(COLL_ERR_TIMEOUT) | BIT(COLL_ERR_PEER_LOST);
         if (n == 8 && ai % 2) continue; /* half the algorithms at 8 */
         bad += run_one(MODE_MISSING, tp, n, ai, odd, 100, allowed,
                        tp == AT_MBOX_EAGER ? COLL_OK : COLL_ERR_TIMEOUT);

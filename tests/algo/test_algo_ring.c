@@ -21,9 +21,8 @@
 #define SEG_BIG (1u << 20)
 #define BIG_COUNT 100003u
 
-static const coll_dtype_t all_dt[] = {COLL_F16, COLL_BF16, COLL_F32,
-                                      COLL_F64, COLL_I8,   COLL_U8,
-                                      COLL_I32, COLL_I64};
+static const coll_dtype_t all_dt[] = {COLL_F16, COLL_BF16, COLL_F32, COLL_F64,
+                                      COLL_I8,  COLL_U8,   COLL_I32, COLL_I64};
 static const coll_op_t all_op[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN};
 static const coll_dtype_t float_dt[] = {COLL_F16, COLL_BF16, COLL_F32,
                                         COLL_F64};
@@ -40,8 +39,7 @@ static size_t add(at_case_t *cs, size_t k, at_kind_t kind, size_t count,
  * and 1000, with tiny and big segments; every dtype and op at n+1; random
  * float sums; and a few large odd counts. */
 static size_t reduce_cases(at_case_t *cs, at_kind_t kind, int n, int big) {
-  static const coll_dtype_t by_size[] = {COLL_I8, COLL_F16, COLL_F32,
-                                         COLL_F64};
+  static const coll_dtype_t by_size[] = {COLL_I8, COLL_F16, COLL_F32, COLL_F64};
   static const coll_op_t two_ops[] = {COLL_SUM, COLL_MAX};
   /* The reduce-scatter's count is per rank: its buffer is n times it. */
   size_t many = kind == AT_RS ? 1000 / (size_t)n + 3 : 1000;

@@ -16,9 +16,8 @@
 
 #define MAX_CASES 2048
 
-static const coll_dtype_t all_dt[] = {COLL_F16, COLL_BF16, COLL_F32,
-                                      COLL_F64, COLL_I8,   COLL_U8,
-                                      COLL_I32, COLL_I64};
+static const coll_dtype_t all_dt[] = {COLL_F16, COLL_BF16, COLL_F32, COLL_F64,
+                                      COLL_I8,  COLL_U8,   COLL_I32, COLL_I64};
 static const coll_op_t all_op[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN};
 
 static size_t add(at_case_t *cs, size_t k, at_kind_t kind, size_t count,
@@ -45,8 +44,7 @@ static size_t bcast_cases(at_case_t *cs, int n) {
   for (j = 0; j < nr; j++) {
     for (i = 0; i < sizeof small / sizeof small[0]; i++) {
       k = add(cs, k, AT_BCAST, small[i], COLL_U8, COLL_SUM, 64, rs[j], 0);
-      k = add(cs, k, AT_BCAST, small[i], COLL_U8, COLL_SUM, 1u << 20, rs[j],
-              0);
+      k = add(cs, k, AT_BCAST, small[i], COLL_U8, COLL_SUM, 1u << 20, rs[j], 0);
     }
     if (j != n % nr) continue; /* the large ones at one root per size */
     k = add(cs, k, AT_BCAST, 100003, COLL_F32, COLL_SUM, 4096, rs[j], 0);
@@ -59,8 +57,7 @@ static size_t bcast_cases(at_case_t *cs, int n) {
  * dtype and op at n+1; f32 around the tree/ring switch (16384 f32 = 64
  * KiB); a large odd count. */
 static size_t reduce_cases(at_case_t *cs, int n) {
-  static const coll_dtype_t by_size[] = {COLL_I8, COLL_F16, COLL_F32,
-                                         COLL_F64};
+  static const coll_dtype_t by_size[] = {COLL_I8, COLL_F16, COLL_F32, COLL_F64};
   static const coll_op_t two_ops[] = {COLL_SUM, COLL_MAX};
   size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1}, k = 0, c, d, o;
   int rs[3], nr = roots(n, rs), j;
@@ -81,8 +78,7 @@ static size_t reduce_cases(at_case_t *cs, int n) {
             0);
     if (j != n % nr) continue; /* the large ones at one root per size */
     k = add(cs, k, AT_REDUCE, 100003, COLL_F32, COLL_SUM, 8192, rs[j], 1);
-    k = add(cs, k, AT_REDUCE, 100003, COLL_BF16, COLL_MAX, 1u << 20, rs[j],
-            0);
+    k = add(cs, k, AT_REDUCE, 100003, COLL_BF16, COLL_MAX, 1u << 20, rs[j], 0);
   }
   return k;
 }

@@ -95,10 +95,14 @@ int t_is_float(coll_dtype_t dt) {
 
 size_t t_size(coll_dtype_t dt) {
   switch (dt) {
-    case COLL_F16: case COLL_BF16: return 2;
-    case COLL_F32: case COLL_I32: return 4;
-    case COLL_F64: case COLL_I64: return 8;
-    case COLL_I8: case COLL_U8: return 1;
+    case COLL_F16:
+    case COLL_BF16: return 2;
+    case COLL_F32:
+    case COLL_I32: return 4;
+    case COLL_F64:
+    case COLL_I64: return 8;
+    case COLL_I8:
+    case COLL_U8: return 1;
     default: return 0;
   }
 }
@@ -142,9 +146,7 @@ void t_store_f(coll_dtype_t dt, void *buf, size_t i, double v) {
       f = (float)v;
       memcpy(p, &f, 4);
       break;
-    default:
-      memcpy(p, &v, 8);
-      break;
+    default: memcpy(p, &v, 8); break;
   }
 }
 
@@ -168,7 +170,8 @@ void t_store_i(coll_dtype_t dt, void *buf, size_t i, int64_t v) {
   uint8_t b = (uint8_t)u;
   uint32_t w = (uint32_t)u;
   switch (dt) {
-    case COLL_I8: case COLL_U8: memcpy(p, &b, 1); break;
+    case COLL_I8:
+    case COLL_U8: memcpy(p, &b, 1); break;
     case COLL_I32: memcpy(p, &w, 4); break;
     default: memcpy(p, &u, 8); break;
   }

@@ -43,8 +43,8 @@ int t_fail_report(t_fail_t *f, const char *what) {
 
 void t_fail_destroy(t_fail_t *f) { pthread_mutex_destroy(&f->mu); }
 
-int t_expect(t_fail_t *f, coll_status_t s, coll_status_t want,
-             const char *fmt, ...) {
+int t_expect(t_fail_t *f, coll_status_t s, coll_status_t want, const char *fmt,
+             ...) {
   char what[256];
   va_list ap;
   if (s == want) return 1;
@@ -64,9 +64,10 @@ int t_expect_err(t_fail_t *f, coll_status_t s, coll_status_t want,
     return 0;
   }
   if (want != COLL_OK && !t_err_names(name)) {
-    t_fail(f, "line %d: %s returned %s but its error text \"%s\" does not "
-           "name \"%s\"", line, call, coll_status_name(s), coll_last_error(),
-           name);
+    t_fail(f,
+           "line %d: %s returned %s but its error text \"%s\" does not "
+           "name \"%s\"",
+           line, call, coll_status_name(s), coll_last_error(), name);
     return 0;
   }
   return 1;
@@ -124,9 +125,7 @@ typedef struct vset {
   uint64_t bits[N_MM];
 } vset_t;
 
-static struct {
-  vset_t sum, prod, mm;
-} g_sets[4]; /* F16, BF16, F32, F64 */
+static struct { vset_t sum, prod, mm; } g_sets[4]; /* F16, BF16, F32, F64 */
 static pthread_once_t g_sets_once = PTHREAD_ONCE_INIT;
 
 static void vset_put(vset_t *s, coll_dtype_t dt, int k, double v) {
@@ -153,20 +152,15 @@ static const vset_t *gen_float(coll_dtype_t dt, coll_op_t op, uint64_t h,
   pthread_once(&g_sets_once, sets_init);
   switch (op) {
     case COLL_SUM:
-    case COLL_AVG:
-      *k = (int)(h % N_SUM);
-      return &g_sets[dt].sum;
+    case COLL_AVG: *k = (int)(h % N_SUM); return &g_sets[dt].sum;
     case COLL_PROD:
       *k = (h % 37 == 0) ? N_PROD - 1 : (int)((h >> 8) % (N_PROD - 1));
       return &g_sets[dt].prod;
-    default:
-      *k = (int)(h % N_MM);
-      return &g_sets[dt].mm;
+    default: *k = (int)(h % N_MM); return &g_sets[dt].mm;
   }
 }
 
-static int64_t gen_int(coll_dtype_t dt, coll_op_t op, size_t idx,
-                       uint64_t h) {
+static int64_t gen_int(coll_dtype_t dt, coll_op_t op, size_t idx, uint64_t h) {
   int clampy = (op == COLL_SUM || op == COLL_AVG);
   switch (dt) {
     case COLL_I8:
@@ -181,13 +175,12 @@ static int64_t gen_int(coll_dtype_t dt, coll_op_t op, size_t idx,
     case COLL_I32:
       /* Full range: sums and products overflow and must wrap. */
       return (int64_t)(int32_t)(uint32_t)(h >> 11);
-    default:
-      return (int64_t)h;
+    default: return (int64_t)h;
   }
 }
 
-static void gen_seeded(coll_dtype_t dt, coll_op_t op, uint64_t seed,
-                       size_t idx, void *buf, size_t i) {
+static void gen_seeded(coll_dtype_t dt, coll_op_t op, uint64_t seed, size_t idx,
+                       void *buf, size_t i) {
   uint64_t h = splitmix(seed ^ (uint64_t)idx);
   if (t_is_float(dt)) {
     int k;
@@ -203,8 +196,8 @@ void t_gen(coll_dtype_t dt, coll_op_t op, int rank, size_t idx, uint64_t cas,
   gen_seeded(dt, op, seed_of(cas, (uint64_t)rank), idx, buf, i);
 }
 
-void t_gen_n(coll_dtype_t dt, coll_op_t op, int rank, size_t idx0,
-             uint64_t cas, void *buf, size_t n) {
+void t_gen_n(coll_dtype_t dt, coll_op_t op, int rank, size_t idx0, uint64_t cas,
+             void *buf, size_t n) {
   uint64_t seed = seed_of(cas, (uint64_t)rank);
   size_t i;
   for (i = 0; i < n; i++) gen_seeded(dt, op, seed, idx0 + i, buf, i);
@@ -218,8 +211,7 @@ static void ref_float(coll_dtype_t dt, coll_op_t op, int world, size_t idx,
   int q;
   for (q = 0; q < world; q++) {
     int k;
-    const vset_t *s =
-        gen_float(dt, op, splitmix(seeds[q] ^ (uint64_t)idx), &k);
+    const vset_t *s = gen_float(dt, op, splitmix(seeds[q] ^ (uint64_t)idx), &k);
     double x = s->v[k];
     if (q == 0) {
       acc = x;
@@ -261,24 +253,27 @@ static void ref_int(coll_dtype_t dt, coll_op_t op, int world, size_t idx,
       exact = ext = x;
       continue;
     }
-    if (op == COLL_PROD) wrap *= (uint64_t)x;
-    else wrap += (uint64_t)x;
+    if (op == COLL_PROD)
+      wrap *= (uint64_t)x;
+    else
+      wrap += (uint64_t)x;
     if (narrow) exact += x; /* 8-bit sums only: cannot overflow */
     if (op == COLL_MAX && x > ext) ext = x;
     if (op == COLL_MIN && x < ext) ext = x;
   }
   switch (op) {
     case COLL_MAX:
-    case COLL_MIN:
-      res = ext;
-      break;
+    case COLL_MIN: res = ext; break;
     case COLL_PROD:
       res = (int64_t)wrap; /* truncation by t_store_i wraps */
       break;
     case COLL_SUM:
-      if (dt == COLL_I8) res = clamp_i64(exact, INT8_MIN, INT8_MAX);
-      else if (dt == COLL_U8) res = clamp_i64(exact, 0, UINT8_MAX);
-      else res = (int64_t)wrap;
+      if (dt == COLL_I8)
+        res = clamp_i64(exact, INT8_MIN, INT8_MAX);
+      else if (dt == COLL_U8)
+        res = clamp_i64(exact, 0, UINT8_MAX);
+      else
+        res = (int64_t)wrap;
       break;
     default: /* AVG */
       if (narrow)
@@ -338,8 +333,7 @@ int t_check_reduced(t_fail_t *f, const char *what, coll_dtype_t dt,
   unsigned char want[8];
   uint64_t seeds[T_MAX_RANKS];
   if (world > T_MAX_RANKS) {
-    t_fail(f, "%s: the reference handles at most %d ranks", what,
-           T_MAX_RANKS);
+    t_fail(f, "%s: the reference handles at most %d ranks", what, T_MAX_RANKS);
     return 0;
   }
   seeds_of(cas, world, seeds);
@@ -354,9 +348,9 @@ int t_check_reduced(t_fail_t *f, const char *what, coll_dtype_t dt,
   return 1;
 }
 
-int t_check_input(t_fail_t *f, const char *what, coll_dtype_t dt,
-                  coll_op_t op, int rank, size_t idx0, uint64_t cas,
-                  const void *got, size_t n) {
+int t_check_input(t_fail_t *f, const char *what, coll_dtype_t dt, coll_op_t op,
+                  int rank, size_t idx0, uint64_t cas, const void *got,
+                  size_t n) {
   size_t es = t_size(dt), i;
   unsigned char want[8];
   uint64_t seed = seed_of(cas, (uint64_t)rank);

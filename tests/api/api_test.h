@@ -33,8 +33,8 @@ void t_fail_destroy(t_fail_t *f);
 
 /* Records a failure unless s == want; says what was called and the text of
  * coll_last_error(). Returns 1 when s == want. */
-int t_expect(t_fail_t *f, coll_status_t s, coll_status_t want,
-             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int t_expect(t_fail_t *f, coll_status_t s, coll_status_t want, const char *fmt,
+             ...) __attribute__((format(printf, 4, 5)));
 
 /* Records a failure unless s == want; for a failure status also unless
  * coll_last_error() is non-empty and contains `name` ("" checks only that
@@ -78,8 +78,8 @@ uint64_t t_mix(uint64_t a, uint64_t b, uint64_t c);
 void t_gen(coll_dtype_t dt, coll_op_t op, int rank, size_t idx, uint64_t cas,
            void *buf, size_t i);
 /* Fills buf[0..n) with t_gen for indices idx0.. */
-void t_gen_n(coll_dtype_t dt, coll_op_t op, int rank, size_t idx0,
-             uint64_t cas, void *buf, size_t n);
+void t_gen_n(coll_dtype_t dt, coll_op_t op, int rank, size_t idx0, uint64_t cas,
+             void *buf, size_t n);
 /* The expected reduction over ranks 0..world-1 (world <= 64) of
  * t_gen(.., idx, ..), written into out[0]. */
 void t_ref(coll_dtype_t dt, coll_op_t op, int world, size_t idx, uint64_t cas,
@@ -94,9 +94,9 @@ int t_check_reduced(t_fail_t *f, const char *what, coll_dtype_t dt,
                     const void *got, size_t n);
 /* Compares got[0..n) with t_gen of `rank` for indices idx0.. (an input that
  * must not have changed). Returns 1 when equal. */
-int t_check_input(t_fail_t *f, const char *what, coll_dtype_t dt,
-                  coll_op_t op, int rank, size_t idx0, uint64_t cas,
-                  const void *got, size_t n);
+int t_check_input(t_fail_t *f, const char *what, coll_dtype_t dt, coll_op_t op,
+                  int rank, size_t idx0, uint64_t cas, const void *got,
+                  size_t n);
 
 /* 1 when coll_last_error() is non-empty and contains `name`. */
 int t_err_names(const char *name);

@@ -107,8 +107,10 @@ static coll_status_t mb_isend(void *ctx, int peer, uint32_t tag,
     m->tag = tag;
     m->len = len;
     if (len) memcpy(m->data, buf, len);
-    if (dst->unexpected_tail) dst->unexpected_tail->next = m;
-    else dst->unexpected = m;
+    if (dst->unexpected_tail)
+      dst->unexpected_tail->next = m;
+    else
+      dst->unexpected = m;
     dst->unexpected_tail = m;
   }
   r->done = 1; /* the copy is taken: the send is complete */
@@ -149,8 +151,10 @@ static coll_status_t mb_irecv(void *ctx, int peer, uint32_t tag, void *buf,
     mb_deliver(r, m->data, m->len);
     free(m);
   } else {
-    if (me->posted_tail) me->posted_tail->next = r;
-    else me->posted = r;
+    if (me->posted_tail)
+      me->posted_tail->next = r;
+    else
+      me->posted = r;
     me->posted_tail = r;
   }
   pthread_mutex_unlock(&w->mu);
@@ -293,9 +297,9 @@ static coll_status_t poison_barrier(void *ctx, int64_t timeout_ms) {
 }
 
 const char *mb_variant_name(mb_variant_t v) {
-  static const char *const names[] = {
-      "full table, no barrier", "older table (no barrier slot in size)",
-      "full table with barrier"};
+  static const char *const names[] = {"full table, no barrier",
+                                      "older table (no barrier slot in size)",
+                                      "full table with barrier"};
   return (unsigned)v < 3 ? names[v] : "?";
 }
 

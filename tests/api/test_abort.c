@@ -62,8 +62,7 @@ static coll_status_t block_in(coll_comm_t *c, block_t how) {
     case B_RECV:
       /* From rank 2, which never sends. */
       return coll_recv(c, buf, 1000, COLL_F32, 2, 5, NULL);
-    case B_BARRIER:
-      return coll_barrier(c);
+    case B_BARRIER: return coll_barrier(c);
     default:
       /* From rank 2, which never calls. */
       return coll_broadcast(c, buf, 1000, COLL_F32, 2, NULL);
@@ -110,16 +109,19 @@ static void stuck_case(block_t how) {
   CHECK(coll_is_aborted(s->h[0]) == 0);
   test_run_ranks(4, stuck_rank, s, RUN_TIMEOUT_MS, "rank released by abort");
   if (s->st[0] != COLL_ERR_ABORTED)
-    t_fail(&g_fails, "%s stuck on a missing peer, aborted: rank 0 returned "
-           "%s (\"%s\"), expected ABORTED", name,
-           coll_status_name(s->st[0]), s->msg[0]);
+    t_fail(&g_fails,
+           "%s stuck on a missing peer, aborted: rank 0 returned "
+           "%s (\"%s\"), expected ABORTED",
+           name, coll_status_name(s->st[0]), s->msg[0]);
   else if (s->msg[0][0] == '\0')
     t_fail(&g_fails, "%s: ABORTED without an error text", name);
   /* Rank 1's comm was aborted too, but it may have learned of rank 0's
    * abort first. */
   if (s->st[1] != COLL_ERR_ABORTED && s->st[1] != COLL_ERR_PEER_LOST)
-    t_fail(&g_fails, "%s: rank 1 returned %s (\"%s\"), expected ABORTED or "
-           "PEER_LOST", name, coll_status_name(s->st[1]), s->msg[1]);
+    t_fail(&g_fails,
+           "%s: rank 1 returned %s (\"%s\"), expected ABORTED or "
+           "PEER_LOST",
+           name, coll_status_name(s->st[1]), s->msg[1]);
   CHECK(coll_is_aborted(s->h[0]) == 1);
   CHECK(coll_is_aborted(s->h[1]) == 1);
   CHECK(coll_is_aborted(s->h[2]) == 0);
@@ -265,8 +267,8 @@ static void test_abort_from_many_threads(void **state) {
   test_run_ranks(1 + NABORTERS, many_rank, m, RUN_TIMEOUT_MS,
                  "abort from many threads");
   if (m->st != COLL_ERR_ABORTED)
-    t_fail(&g_fails, "allreduce aborted from %d threads returned %s",
-           NABORTERS, coll_status_name(m->st));
+    t_fail(&g_fails, "allreduce aborted from %d threads returned %s", NABORTERS,
+           coll_status_name(m->st));
   test_destroy_comms(2, m->comms);
   for (i = 0; i < NABORTERS; i++) coll_abort_handle_release(m->h[i]);
   free(m);
@@ -280,9 +282,8 @@ static void test_abort_from_many_threads(void **state) {
 static void queued_rank(int rank, int world, void *arg) {
   coll_comm_t *c[2];
   coll_request_t *req[6] = {NULL};
-  static const char *const names[6] = {"iallreduce", "iallreduce",
-                                       "ibarrier",   "iallgather",
-                                       "irecv",      "isend"};
+  static const char *const names[6] = {"iallreduce", "iallreduce", "ibarrier",
+                                       "iallgather", "irecv",      "isend"};
   float a[100] = {0}, b[100] = {0}, g[200] = {0};
   int32_t *msg = calloc(BIGMSG, sizeof *msg), in[16];
   int i;
@@ -309,13 +310,15 @@ static void queued_rank(int rank, int world, void *arg) {
     coll_status_t s;
     if (req[i] == NULL) continue;
     if (coll_test(req[i], &done) != COLL_OK || !done)
-      t_fail(&g_fails, "%s queued at destroy: coll_test says not done", names[i]);
+      t_fail(&g_fails, "%s queued at destroy: coll_test says not done",
+             names[i]);
     s = coll_wait(req[i]);
     /* A send may have completed into the transport's buffer first. */
     if (s != COLL_ERR_ABORTED && !(i == 5 && s == COLL_OK))
-      t_fail(&g_fails, "%s queued at destroy: coll_wait returned %s (\"%s\"), "
-             "expected ABORTED", names[i], coll_status_name(s),
-             coll_last_error());
+      t_fail(&g_fails,
+             "%s queued at destroy: coll_wait returned %s (\"%s\"), "
+             "expected ABORTED",
+             names[i], coll_status_name(s), coll_last_error());
   }
   CHECK(coll_comm_destroy(c[1]) == COLL_OK);
   free(msg);
@@ -391,7 +394,8 @@ static void test_abort_destroy_race(void **state) {
   end("abort racing destroy");
 }
 
-/* ---- the comm's timeout ---------------------------------------------------- */
+/* ---- the comm's timeout ----------------------------------------------------
+ */
 
 static void timeout_rank(int rank, int world, void *arg) {
   coll_comm_t *c[2];

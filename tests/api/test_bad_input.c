@@ -33,16 +33,18 @@ static t_fail_t g_fails;
  * right; the text must still say something. */
 static void expect_refused(coll_status_t s, const char *call, int line) {
   if (s != COLL_ERR_INVALID_ARG && s != COLL_ERR_NOT_AVAILABLE)
-    t_fail(&g_fails, "line %d: %s returned %s, expected INVALID_ARG or "
-           "NOT_AVAILABLE", line, call, coll_status_name(s));
+    t_fail(&g_fails,
+           "line %d: %s returned %s, expected INVALID_ARG or "
+           "NOT_AVAILABLE",
+           line, call, coll_status_name(s));
   else if (coll_last_error()[0] == '\0')
     t_fail(&g_fails, "line %d: %s returned %s without an error text", line,
            call, coll_status_name(s));
 }
 #define REFUSED(call) expect_refused((call), #call, __LINE__)
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
+#define CHECK(cond)                                                         \
+  do {                                                                      \
     if (!(cond)) t_fail(&g_fails, "line %d: %s is false", __LINE__, #cond); \
   } while (0)
 
@@ -75,12 +77,13 @@ static void test_tables(void **state) {
   CHECK(coll_dtype_size((coll_dtype_t)-1) == 0);
   CHECK(strcmp(coll_dtype_name(COLL_DTYPE_COUNT), "invalid") == 0);
   CHECK(strcmp(coll_dtype_name((coll_dtype_t)-5), "invalid") == 0);
-  for (i = 0; i < 5; i++) CHECK(strcmp(coll_op_name((coll_op_t)i), ops[i]) == 0);
+  for (i = 0; i < 5; i++)
+    CHECK(strcmp(coll_op_name((coll_op_t)i), ops[i]) == 0);
   CHECK(strcmp(coll_op_name(COLL_OP_COUNT), "invalid") == 0);
   CHECK(strcmp(coll_op_name((coll_op_t)-1), "invalid") == 0);
-#define STATUS_CHECK_(name, value, text)                          \
-  CHECK(COLL_##name == value);                                    \
-  CHECK(strcmp(coll_status_name(COLL_##name), #name) == 0);       \
+#define STATUS_CHECK_(name, value, text)                    \
+  CHECK(COLL_##name == value);                              \
+  CHECK(strcmp(coll_status_name(COLL_##name), #name) == 0); \
   CHECK(strcmp(coll_strerror(COLL_##name), text) == 0);
   COLL_STATUS_MAP(STATUS_CHECK_)
 #undef STATUS_CHECK_
@@ -129,8 +132,10 @@ static void allreduce_args(coll_comm_t *c) {
   BAD(coll_allreduce(c, a, b, SIZE_MAX, COLL_F32, COLL_SUM, NULL), "allreduce");
   BAD(coll_allreduce(c, a, b, SIZE_MAX / 2, COLL_F32, COLL_SUM, NULL),
       "allreduce");
-  BAD(coll_allreduce(c, a, b, 4, COLL_DTYPE_COUNT, COLL_SUM, NULL), "allreduce");
-  BAD(coll_allreduce(c, a, b, 4, (coll_dtype_t)-1, COLL_SUM, NULL), "allreduce");
+  BAD(coll_allreduce(c, a, b, 4, COLL_DTYPE_COUNT, COLL_SUM, NULL),
+      "allreduce");
+  BAD(coll_allreduce(c, a, b, 4, (coll_dtype_t)-1, COLL_SUM, NULL),
+      "allreduce");
   BAD(coll_allreduce(c, a, b, 4, COLL_F32, COLL_OP_COUNT, NULL), "allreduce");
   BAD(coll_allreduce(c, a, b, 4, COLL_F32, (coll_op_t)-1, NULL), "allreduce");
   BAD(coll_allreduce(c, a, a + 1, 4, COLL_F32, COLL_SUM, NULL), "allreduce");
@@ -292,8 +297,7 @@ static void other_args(coll_comm_t *c) {
   BAD(coll_federated_average(c, NULL, 4, 100, &part), "federated_average");
   BAD(coll_federated_average(c, a, 4, -1, &part), "federated_average");
   BAD(coll_federated_average(c, a, SIZE_MAX, 100, &part), "federated_average");
-  BAD(coll_ifederated_average(c, a, 4, 100, &part, NULL),
-      "ifederated_average");
+  BAD(coll_ifederated_average(c, a, 4, 100, &part, NULL), "ifederated_average");
 
   /* requests */
   BAD(coll_wait(NULL), "wait");
@@ -370,8 +374,8 @@ typedef struct fake {
   int destroyed;
 } fake_t;
 
-static coll_status_t f_isend(void *ctx, int peer, uint32_t tag,
-                             const void *buf, size_t len, void **req) {
+static coll_status_t f_isend(void *ctx, int peer, uint32_t tag, const void *buf,
+                             size_t len, void **req) {
   (void)ctx, (void)peer, (void)tag, (void)buf, (void)len, (void)req;
   return COLL_ERR_INTERNAL;
 }
@@ -473,7 +477,8 @@ static void comm_args(void) {
   cfg.timeout_ms = 1000;
   EXPECT(coll_comm_create(ts[0], &cfg, &c), COLL_OK, "");
   CHECK(coll_comm_rank(c) == 0 && coll_comm_size(c) == 1);
-  CHECK(coll_comm_backend(c) != NULL && strcmp(coll_comm_backend(c), "cpu") == 0);
+  CHECK(coll_comm_backend(c) != NULL &&
+        strcmp(coll_comm_backend(c), "cpu") == 0);
   EXPECT(coll_comm_destroy(c), COLL_OK, "");
   CHECK(coll_comm_rank(NULL) == -1 && coll_comm_size(NULL) == -1);
   CHECK(coll_comm_backend(NULL) == NULL);

@@ -28,11 +28,10 @@ typedef struct spec {
   size_t count;
 } spec_t;
 static const spec_t k_batch[] = {
-    {COLL_F32, 5},      {COLL_F16, 1},      {COLL_I8, 17},
-    {COLL_F64, 70001},  {COLL_I32, 3},      {COLL_BF16, 140001},
-    {COLL_F32, 0},      {COLL_U8, 300001},  {COLL_I64, 9},
-    {COLL_F32, 70001},  {COLL_F16, 33},     {COLL_U8, 2},
-    {COLL_I32, 65537},  {COLL_BF16, 7},     {COLL_F64, 1},
+    {COLL_F32, 5},     {COLL_F16, 1},       {COLL_I8, 17},  {COLL_F64, 70001},
+    {COLL_I32, 3},     {COLL_BF16, 140001}, {COLL_F32, 0},  {COLL_U8, 300001},
+    {COLL_I64, 9},     {COLL_F32, 70001},   {COLL_F16, 33}, {COLL_U8, 2},
+    {COLL_I32, 65537}, {COLL_BF16, 7},      {COLL_F64, 1},
 };
 #define NBATCH ((int)(sizeof k_batch / sizeof k_batch[0]))
 
@@ -79,8 +78,7 @@ static void batch_rank(int rank, int world, void *arg) {
       snprintf(w2, sizeof w2, "%s bufs[%d] (%s x %zu)", what, bi,
                coll_dtype_name(bufs[bi].dtype), bufs[bi].count);
       t_check_reduced(&c->fails, w2, bufs[bi].dtype, op, world, 0,
-                      batch_case(world, oi, bi), bufs[bi].data,
-                      bufs[bi].count);
+                      batch_case(world, oi, bi), bufs[bi].data, bufs[bi].count);
     }
   }
   /* Nothing to reduce: no buffers at all, and a descriptor array that holds
@@ -150,7 +148,7 @@ static const coll_dtype_t k_fdt[] = {COLL_F32, COLL_F64, COLL_F16, COLL_BF16};
 
 /* Exact case: factors are small multiples of 1/4 and inputs integers in
  * [-3, 3], so every product and every partial sum is exact even in bf16. */
-static const float k_exact_factor[MAX_WORLD] = {0.5f, 1.0f, 2.0f, 0.25f,
+static const float k_exact_factor[MAX_WORLD] = {0.5f, 1.0f,  2.0f, 0.25f,
                                                 4.0f, 0.75f, 1.5f, 3.0f};
 
 static double exact_x(int rank, size_t i, uint64_t cas) {
@@ -198,11 +196,11 @@ static void premul_exact_rank(int rank, int world, void *arg) {
     for (j = 0; j < bufs[i].count; j++) {
       double want = 0.0, got = t_load_f(bufs[i].dtype, bufs[i].data, j);
       for (q = 0; q < world; q++)
-        want += premul_term(bufs[i].dtype,
-                            exact_x(q, j, cas + (uint64_t)i + 1),
+        want += premul_term(bufs[i].dtype, exact_x(q, j, cas + (uint64_t)i + 1),
                             k_exact_factor[q]);
       if (got != want) {
-        t_fail(&c->fails, "premul_sum(exact) world %d rank %d bufs[%d] %s: "
+        t_fail(&c->fails,
+               "premul_sum(exact) world %d rank %d bufs[%d] %s: "
                "element %zu is %.17g, expected %.17g",
                world, rank, i, coll_dtype_name(bufs[i].dtype), j, got, want);
         break;
@@ -237,8 +235,8 @@ static void premul_rand_rank(int rank, int world, void *arg) {
   }
   s = coll_allreduce_premul_sum(c->comms[rank], bufs, 4, rand_factor(rank),
                                 NULL);
-  t_expect(&c->fails, s, COLL_OK, "premul_sum(random) world %d rank %d",
-           world, rank);
+  t_expect(&c->fails, s, COLL_OK, "premul_sum(random) world %d rank %d", world,
+           rank);
 }
 
 /* Tolerance: (world + 1) * u * sum_r |term_r|, u the dtype's unit roundoff;
@@ -251,8 +249,10 @@ static void premul_rand_check(ctx_t *c) {
     coll_dtype_t dt = k_fdt[di];
     for (r = 1; r < c->world; r++)
       if (memcmp(c->res[r][di], c->res[0][di], RAND_COUNT * t_size(dt)) != 0)
-        t_fail(&c->fails, "premul_sum(random) %s: rank %d's result differs "
-               "from rank 0's", coll_dtype_name(dt), r);
+        t_fail(&c->fails,
+               "premul_sum(random) %s: rank %d's result differs "
+               "from rank 0's",
+               coll_dtype_name(dt), r);
     for (i = 0; i < RAND_COUNT; i++) {
       double want = 0.0, mag = 0.0, got = t_load_f(dt, c->res[0][di], i), tol;
       for (r = 0; r < c->world; r++) {
@@ -262,7 +262,8 @@ static void premul_rand_check(ctx_t *c) {
       }
       tol = (c->world + 1) * ldexp(1.0, ulog[di]) * mag + 1e-7 * (di == 2);
       if (!(fabs(got - want) <= tol)) {
-        t_fail(&c->fails, "premul_sum(random) %s: element %zu is %.17g, "
+        t_fail(&c->fails,
+               "premul_sum(random) %s: element %zu is %.17g, "
                "reference %.17g, tolerance %.3g",
                coll_dtype_name(dt), i, got, want, tol);
         break;
@@ -284,8 +285,10 @@ static void premul_int_rank(int rank, int world, void *arg) {
       coll_last_error()[0] == '\0')
     t_fail(&c->fails, "premul_sum with an i32 buffer: no error text");
   if (f[0] != 1.0f || f[3] != 4.0f)
-    t_fail(&c->fails, "premul_sum refused with UNSUPPORTED but changed the "
-           "f32 buffer (rank %d: %g %g)", rank, (double)f[0], (double)f[3]);
+    t_fail(&c->fails,
+           "premul_sum refused with UNSUPPORTED but changed the "
+           "f32 buffer (rank %d: %g %g)",
+           rank, (double)f[0], (double)f[3]);
   f[3] = 4.0f;
   /* The comm still works afterwards. */
   s = coll_allreduce(c->comms[rank], f, f, 4, COLL_F32, COLL_SUM, NULL);

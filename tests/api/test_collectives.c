@@ -24,7 +24,7 @@
 #define MAX_WORLD 8
 #define COMM_TIMEOUT_MS 60000
 #define RUN_TIMEOUT_MS 240000 /* per world; ctest allows 600 s */
-#define LARGE_COUNT 30011 /* odd, and large enough for the ring */
+#define LARGE_COUNT 30011     /* odd, and large enough for the ring */
 #define QUICK_LARGE_COUNT 3001
 
 static const coll_dtype_t k_dtypes[] = {COLL_F16, COLL_BF16, COLL_F32,
@@ -35,8 +35,16 @@ static const coll_op_t k_ops[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN,
 #define NDT ((int)(sizeof k_dtypes / sizeof k_dtypes[0]))
 #define NOP ((int)(sizeof k_ops / sizeof k_ops[0]))
 
-enum { K_AR, K_AR_INPLACE, K_RS, K_RS_INPLACE, K_REDUCE, K_BCAST, K_AG,
-       K_AG_INPLACE };
+enum {
+  K_AR,
+  K_AR_INPLACE,
+  K_RS,
+  K_RS_INPLACE,
+  K_REDUCE,
+  K_BCAST,
+  K_AG,
+  K_AG_INPLACE
+};
 
 typedef struct world_ctx {
   int world;
@@ -51,9 +59,9 @@ typedef struct world_ctx {
  * different cases differ. */
 static uint64_t case_id(int kind, int world, size_t count, int dt, int op,
                         int root) {
-  return t_mix(((uint64_t)kind << 8) | (uint64_t)world,
-               (uint64_t)count, ((uint64_t)dt << 16) | ((uint64_t)op << 8) |
-                                    (uint64_t)(root + 1));
+  return t_mix(
+      ((uint64_t)kind << 8) | (uint64_t)world, (uint64_t)count,
+      ((uint64_t)dt << 16) | ((uint64_t)op << 8) | (uint64_t)(root + 1));
 }
 
 /* Per-rank buffers, sized for the largest case. */
@@ -64,16 +72,16 @@ typedef struct bufs {
 static void describe(char *out, size_t cap, const char *kind, int world,
                      int rank, size_t count, coll_dtype_t dt, coll_op_t op,
                      int root) {
-  snprintf(out, cap, "%s world %d rank %d count %zu %s %s root %d", kind,
-           world, rank, count, coll_dtype_name(dt), coll_op_name(op), root);
+  snprintf(out, cap, "%s world %d rank %d count %zu %s %s root %d", kind, world,
+           rank, count, coll_dtype_name(dt), coll_op_name(op), root);
 }
 
 static void run_allreduce(world_ctx_t *c, int rank, bufs_t *b, size_t count,
                           int di, int oi, int inplace) {
   coll_dtype_t dt = k_dtypes[di];
   coll_op_t op = k_ops[oi];
-  uint64_t cas = case_id(inplace ? K_AR_INPLACE : K_AR, c->world, count, di,
-                         oi, -1);
+  uint64_t cas =
+      case_id(inplace ? K_AR_INPLACE : K_AR, c->world, count, di, oi, -1);
   size_t es = t_size(dt);
   char what[160];
   coll_status_t s;
@@ -98,8 +106,8 @@ static void run_reduce_scatter(world_ctx_t *c, int rank, bufs_t *b,
                                size_t count, int di, int oi, int inplace) {
   coll_dtype_t dt = k_dtypes[di];
   coll_op_t op = k_ops[oi];
-  uint64_t cas = case_id(inplace ? K_RS_INPLACE : K_RS, c->world, count, di,
-                         oi, -1);
+  uint64_t cas =
+      case_id(inplace ? K_RS_INPLACE : K_RS, c->world, count, di, oi, -1);
   size_t es = t_size(dt), n = (size_t)c->world;
   unsigned char *recv;
   char what[160];
@@ -114,8 +122,8 @@ static void run_reduce_scatter(world_ctx_t *c, int rank, bufs_t *b,
   if (!inplace) memset(recv, 0xA5, count * es);
   s = coll_reduce_scatter(c->comms[rank], b->send, recv, count, dt, op, NULL);
   if (!t_expect(&c->fails, s, COLL_OK, "%s", what)) return;
-  t_check_reduced(&c->fails, what, dt, op, c->world, (size_t)rank * count,
-                  cas, recv, count);
+  t_check_reduced(&c->fails, what, dt, op, c->world, (size_t)rank * count, cas,
+                  recv, count);
   if (!inplace)
     t_check_input(&c->fails, what, dt, op, rank, 0, cas, b->send, count * n);
 }
@@ -132,12 +140,11 @@ static void run_reduce(world_ctx_t *c, int rank, bufs_t *b, size_t count,
   t_gen_n(dt, op, rank, 0, cas, b->send, count);
   memset(b->recv, 0xA5, count * es);
   /* recv only on the root: NULL elsewhere. */
-  s = coll_reduce(c->comms[rank], b->send, rank == root ? b->recv : NULL,
-                  count, dt, op, root, NULL);
+  s = coll_reduce(c->comms[rank], b->send, rank == root ? b->recv : NULL, count,
+                  dt, op, root, NULL);
   if (!t_expect(&c->fails, s, COLL_OK, "%s", what)) return;
   if (rank == root)
-    t_check_reduced(&c->fails, what, dt, op, c->world, 0, cas, b->recv,
-                    count);
+    t_check_reduced(&c->fails, what, dt, op, c->world, 0, cas, b->recv, count);
   t_check_input(&c->fails, what, dt, op, rank, 0, cas, b->send, count);
 }
 
@@ -174,8 +181,8 @@ static void run_broadcast(world_ctx_t *c, int rank, bufs_t *b, size_t count,
 static void run_allgather(world_ctx_t *c, int rank, bufs_t *b, size_t count,
                           int di, int inplace) {
   coll_dtype_t dt = k_dtypes[di];
-  uint64_t cas = case_id(inplace ? K_AG_INPLACE : K_AG, c->world, count, di,
-                         0, -1);
+  uint64_t cas =
+      case_id(inplace ? K_AG_INPLACE : K_AG, c->world, count, di, 0, -1);
   size_t block = count * t_size(dt), n = (size_t)c->world;
   unsigned char *mine = b->recv + (size_t)rank * block, *tmp;
   char what[160];
@@ -285,10 +292,22 @@ static void test_world(void **state) {
  * 2^-8, f32 2^-24, f64 2^-53) and tiny its smallest subnormal step. */
 static void unit_roundoff(coll_dtype_t dt, double *u, double *tiny) {
   switch (dt) {
-    case COLL_F16: *u = ldexp(1, -11); *tiny = ldexp(1, -24); break;
-    case COLL_BF16: *u = ldexp(1, -8); *tiny = ldexp(1, -133); break;
-    case COLL_F32: *u = ldexp(1, -24); *tiny = ldexp(1, -149); break;
-    default: *u = ldexp(1, -53); *tiny = ldexp(1, -1074); break;
+    case COLL_F16:
+      *u = ldexp(1, -11);
+      *tiny = ldexp(1, -24);
+      break;
+    case COLL_BF16:
+      *u = ldexp(1, -8);
+      *tiny = ldexp(1, -133);
+      break;
+    case COLL_F32:
+      *u = ldexp(1, -24);
+      *tiny = ldexp(1, -149);
+      break;
+    default:
+      *u = ldexp(1, -53);
+      *tiny = ldexp(1, -1074);
+      break;
   }
 }
 
@@ -320,9 +339,9 @@ static void rand_rank(int rank, int world, void *arg) {
     t_store_f(c->dt, c->res[rank], i, rand_input(c->dt, rank, i, c->cas));
   s = coll_allreduce(c->comms[rank], c->res[rank], c->res[rank], c->count,
                      c->dt, c->op, NULL);
-  snprintf(what, sizeof what, "random allreduce world %d rank %d count %zu %s %s",
-           world, rank, c->count, coll_dtype_name(c->dt),
-           coll_op_name(c->op));
+  snprintf(what, sizeof what,
+           "random allreduce world %d rank %d count %zu %s %s", world, rank,
+           c->count, coll_dtype_name(c->dt), coll_op_name(c->op));
   (void)t_expect(&c->fails, s, COLL_OK, "%s", what);
 }
 
@@ -334,11 +353,12 @@ static void rand_check(rand_ctx_t *c) {
   unit_roundoff(c->dt, &u, &tiny);
   for (r = 1; r < c->world; r++) {
     if (memcmp(c->res[r], c->res[0], c->count * es) == 0) continue;
-    for (i = 0; i < c->count && memcmp(c->res[r] + i * es,
-                                       c->res[0] + i * es, es) == 0;
+    for (i = 0; i < c->count &&
+                memcmp(c->res[r] + i * es, c->res[0] + i * es, es) == 0;
          i++) {
     }
-    t_fail(&c->fails, "random %s %s world %d count %zu: rank %d differs "
+    t_fail(&c->fails,
+           "random %s %s world %d count %zu: rank %d differs "
            "from rank 0 at element %zu (%.17g vs %.17g)",
            coll_dtype_name(c->dt), coll_op_name(c->op), c->world, c->count, r,
            i, t_load_f(c->dt, c->res[r], i), t_load_f(c->dt, c->res[0], i));
@@ -357,18 +377,18 @@ static void rand_check(rand_ctx_t *c) {
     }
     got = t_load_f(c->dt, c->res[0], i);
     if (!(fabs(got - ref) <= tol)) {
-      t_fail(&c->fails, "random %s %s world %d count %zu: element %zu is "
+      t_fail(&c->fails,
+             "random %s %s world %d count %zu: element %zu is "
              "%.17g, f64 reference %.17g, tolerance %.3g",
-             coll_dtype_name(c->dt), coll_op_name(c->op), c->world, c->count,
-             i, got, ref, tol);
+             coll_dtype_name(c->dt), coll_op_name(c->op), c->world, c->count, i,
+             got, ref, tol);
       return;
     }
   }
 }
 
 static void test_random_floats(void **state) {
-  static const coll_dtype_t fdts[] = {COLL_F32, COLL_F64, COLL_F16,
-                                      COLL_BF16};
+  static const coll_dtype_t fdts[] = {COLL_F32, COLL_F64, COLL_F16, COLL_BF16};
   static const coll_op_t fops[] = {COLL_SUM, COLL_AVG};
   static const int full_worlds[] = {2, 3, 5, 8}, quick_worlds[] = {3};
   /* 140001 f16 elements are large enough to take the ring. */
@@ -396,9 +416,9 @@ static void test_random_floats(void **state) {
           c->dt = fdts[di];
           c->op = fops[oi];
           c->count = counts[ci];
-          c->cas = t_mix(0xf10a7, (uint64_t)c->world,
-                         ((uint64_t)di << 32) | ((uint64_t)oi << 24) |
-                             (uint64_t)ci);
+          c->cas =
+              t_mix(0xf10a7, (uint64_t)c->world,
+                    ((uint64_t)di << 32) | ((uint64_t)oi << 24) | (uint64_t)ci);
           test_run_ranks(c->world, rand_rank, c, RUN_TIMEOUT_MS,
                          "random-float allreduce");
           rand_check(c);
@@ -460,8 +480,8 @@ int main(int argc, char **argv) {
   struct CMUnitTest all[MAX_WORLD + 2], tests[MAX_WORLD + 2];
   static char names[MAX_WORLD][16];
   int w, i, a, n = 0, nall = 0;
-  all[nall++] = (struct CMUnitTest){"half_reference", test_half_reference,
-                                    NULL, NULL, NULL};
+  all[nall++] = (struct CMUnitTest){"half_reference", test_half_reference, NULL,
+                                    NULL, NULL};
   for (w = 1; w <= MAX_WORLD; w++) {
     worlds[w - 1].world = w;
     snprintf(names[w - 1], sizeof names[0], "world_%d", w);

@@ -44,7 +44,8 @@ static const ncase_t k_ncases[] = {
     {"f64 and bf16", {COLL_F64, COLL_BF16, COLL_BF16, COLL_F32}, COLL_F64},
     {"f16 and bf16", {COLL_F16, COLL_BF16, COLL_F16, COLL_BF16}, COLL_F32},
     {"f16 and f32", {COLL_F32, COLL_F32, COLL_F32, COLL_F16}, COLL_F32},
-    {"bf16 on the last rank", {COLL_F16, COLL_F16, COLL_F16, COLL_BF16},
+    {"bf16 on the last rank",
+     {COLL_F16, COLL_F16, COLL_F16, COLL_BF16},
      COLL_F32},
     {"i32 and f16", {COLL_I32, COLL_F16, COLL_F16, COLL_F16}, COLL_F32},
     {"i64 and f64", {COLL_I64, COLL_I64, COLL_F64, COLL_I64}, COLL_F64},
@@ -71,8 +72,10 @@ static void negotiate_rank(int rank, int world, void *arg) {
                   n->what, world, rank))
       continue;
     if (agreed != want)
-      t_fail(&c->fails, "negotiate \"%s\" world %d rank %d: agreed %s, "
-             "expected %s", n->what, world, rank, coll_dtype_name(agreed),
+      t_fail(&c->fails,
+             "negotiate \"%s\" world %d rank %d: agreed %s, "
+             "expected %s",
+             n->what, world, rank, coll_dtype_name(agreed),
              coll_dtype_name(want));
   }
   /* The nonblocking form. */
@@ -147,8 +150,8 @@ static void fed_rank(int rank, int world, void *arg) {
     s = coll_federated_average(c->comms[rank], d, FED_COUNT,
                                round == 0 ? DEADLINE_MS : 30000,
                                &f->parts[rank][round]);
-    t_expect(&c->fails, s, COLL_OK, "federated_average round %d rank %d",
-             round, rank);
+    t_expect(&c->fails, s, COLL_OK, "federated_average round %d rank %d", round,
+             rank);
     s = coll_barrier(c->comms[rank]);
     t_expect(&c->fails, s, COLL_OK, "barrier after round %d rank %d", round,
              rank);
@@ -161,20 +164,26 @@ static void fed_check(fed_t *f, int round, int nin) {
   size_t i;
   for (r = 0; r < FED_WORLD; r++) {
     if (f->parts[r][round] != nin)
-      t_fail(&c->fails, "federated_average round %d: rank %d says %d "
-             "participants, expected %d", round, r, f->parts[r][round], nin);
+      t_fail(&c->fails,
+             "federated_average round %d: rank %d says %d "
+             "participants, expected %d",
+             round, r, f->parts[r][round], nin);
     if (r > 0 && memcmp(f->res[r][round], f->res[0][round],
                         FED_COUNT * sizeof(float)) != 0)
-      t_fail(&c->fails, "federated_average round %d: rank %d's mean differs "
-             "from rank 0's", round, r);
+      t_fail(&c->fails,
+             "federated_average round %d: rank %d's mean differs "
+             "from rank 0's",
+             round, r);
   }
   for (i = 0; i < FED_COUNT; i++) {
     double want = 0.0, got = f->res[0][round][i];
     for (r = 0; r < nin; r++) want += fed_input(r, i, round);
     want /= nin;
     if (fabs(got - want) > 1e-5 * fabs(want) + 1e-6) {
-      t_fail(&c->fails, "federated_average round %d: element %zu is %.9g, "
-             "the mean of ranks 0..%d is %.9g", round, i, got, nin - 1, want);
+      t_fail(&c->fails,
+             "federated_average round %d: element %zu is %.9g, "
+             "the mean of ranks 0..%d is %.9g",
+             round, i, got, nin - 1, want);
       break;
     }
   }
@@ -248,14 +257,14 @@ static void barrier_rank(int rank, int world, void *arg) {
     } else {
       s = coll_barrier(b->c.comms[rank]);
     }
-    if (!t_expect(&b->c.fails, s, COLL_OK, "barrier round %d rank %d", k,
-                  rank))
+    if (!t_expect(&b->c.fails, s, COLL_OK, "barrier round %d rank %d", k, rank))
       return;
     n = atomic_load(&b->arrived);
     if (n < world * (k + 1) || n > world * (k + 2))
-      t_fail(&b->c.fails, "barrier round %d rank %d: %d ranks counted in "
-             "after it, expected %d..%d", k, rank, n, world * (k + 1),
-             world * (k + 2));
+      t_fail(&b->c.fails,
+             "barrier round %d rank %d: %d ranks counted in "
+             "after it, expected %d..%d",
+             k, rank, n, world * (k + 1), world * (k + 2));
   }
 }
 
@@ -269,8 +278,8 @@ static void test_barrier(void **state) {
   for (i = 0; i < 5; i++) {
     b->c.world = worlds[i];
     atomic_init(&b->arrived, 0);
-    assert_int_equal(test_inproc_comms(b->c.world, COMM_TIMEOUT_MS,
-                                       b->c.comms), 0);
+    assert_int_equal(test_inproc_comms(b->c.world, COMM_TIMEOUT_MS, b->c.comms),
+                     0);
     test_run_ranks(b->c.world, barrier_rank, b, RUN_TIMEOUT_MS, "barrier");
     test_destroy_comms(b->c.world, b->c.comms);
   }

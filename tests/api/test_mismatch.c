@@ -56,43 +56,81 @@ typedef struct mcase {
 } mcase_t;
 
 static const mcase_t k_mcases[] = {
-    {"allreduce count", {M_AR, 4, COLL_F32, COLL_SUM, 0}, 1,
+    {"allreduce count",
+     {M_AR, 4, COLL_F32, COLL_SUM, 0},
+     1,
      {M_AR, 5, COLL_F32, COLL_SUM, 0}},
-    {"allreduce count 0 vs 4", {M_AR, 4, COLL_F32, COLL_SUM, 0}, 2,
+    {"allreduce count 0 vs 4",
+     {M_AR, 4, COLL_F32, COLL_SUM, 0},
+     2,
      {M_AR, 0, COLL_F32, COLL_SUM, 0}},
-    {"allreduce large count", {M_AR, BIGC, COLL_F32, COLL_SUM, 0}, 3,
+    {"allreduce large count",
+     {M_AR, BIGC, COLL_F32, COLL_SUM, 0},
+     3,
      {M_AR, BIGC - 1, COLL_F32, COLL_SUM, 0}},
-    {"allreduce dtype, same size", {M_AR, 4, COLL_F32, COLL_SUM, 0}, 3,
+    {"allreduce dtype, same size",
+     {M_AR, 4, COLL_F32, COLL_SUM, 0},
+     3,
      {M_AR, 4, COLL_I32, COLL_SUM, 0}},
-    {"allreduce dtype and count, same bytes", {M_AR, 4, COLL_F32, COLL_SUM, 0},
-     0, {M_AR, 8, COLL_F16, COLL_SUM, 0}},
-    {"allreduce op", {M_AR, 4, COLL_F32, COLL_SUM, 0}, 1,
+    {"allreduce dtype and count, same bytes",
+     {M_AR, 4, COLL_F32, COLL_SUM, 0},
+     0,
+     {M_AR, 8, COLL_F16, COLL_SUM, 0}},
+    {"allreduce op",
+     {M_AR, 4, COLL_F32, COLL_SUM, 0},
+     1,
      {M_AR, 4, COLL_F32, COLL_MAX, 0}},
-    {"allreduce op on a large buffer", {M_AR, BIGC, COLL_F64, COLL_SUM, 0}, 2,
+    {"allreduce op on a large buffer",
+     {M_AR, BIGC, COLL_F64, COLL_SUM, 0},
+     2,
      {M_AR, BIGC, COLL_F64, COLL_AVG, 0}},
-    {"broadcast root", {M_BCAST, 10, COLL_I32, COLL_SUM, 0}, 2,
+    {"broadcast root",
+     {M_BCAST, 10, COLL_I32, COLL_SUM, 0},
+     2,
      {M_BCAST, 10, COLL_I32, COLL_SUM, 1}},
-    {"broadcast count", {M_BCAST, 9, COLL_I32, COLL_SUM, 0}, 0,
+    {"broadcast count",
+     {M_BCAST, 9, COLL_I32, COLL_SUM, 0},
+     0,
      {M_BCAST, 10, COLL_I32, COLL_SUM, 0}},
-    {"broadcast dtype", {M_BCAST, 9, COLL_I64, COLL_SUM, 1}, 3,
+    {"broadcast dtype",
+     {M_BCAST, 9, COLL_I64, COLL_SUM, 1},
+     3,
      {M_BCAST, 9, COLL_F64, COLL_SUM, 1}},
-    {"reduce root", {M_REDUCE, 6, COLL_F32, COLL_SUM, 0}, 3,
+    {"reduce root",
+     {M_REDUCE, 6, COLL_F32, COLL_SUM, 0},
+     3,
      {M_REDUCE, 6, COLL_F32, COLL_SUM, 2}},
-    {"reduce op", {M_REDUCE, 6, COLL_F32, COLL_SUM, 1}, 0,
+    {"reduce op",
+     {M_REDUCE, 6, COLL_F32, COLL_SUM, 1},
+     0,
      {M_REDUCE, 6, COLL_F32, COLL_MIN, 1}},
-    {"reduce count", {M_REDUCE, 6, COLL_U8, COLL_SUM, 2}, 1,
+    {"reduce count",
+     {M_REDUCE, 6, COLL_U8, COLL_SUM, 2},
+     1,
      {M_REDUCE, 7, COLL_U8, COLL_SUM, 2}},
-    {"allgather count", {M_AG, 2, COLL_I32, COLL_SUM, 0}, 1,
+    {"allgather count",
+     {M_AG, 2, COLL_I32, COLL_SUM, 0},
+     1,
      {M_AG, 3, COLL_I32, COLL_SUM, 0}},
-    {"allgather dtype", {M_AG, 5, COLL_I8, COLL_SUM, 0}, 2,
+    {"allgather dtype",
+     {M_AG, 5, COLL_I8, COLL_SUM, 0},
+     2,
      {M_AG, 5, COLL_U8, COLL_SUM, 0}},
-    {"reduce_scatter count", {M_RS, 3, COLL_F32, COLL_SUM, 0}, 3,
+    {"reduce_scatter count",
+     {M_RS, 3, COLL_F32, COLL_SUM, 0},
+     3,
      {M_RS, 2, COLL_F32, COLL_SUM, 0}},
-    {"reduce_scatter op", {M_RS, 3, COLL_F32, COLL_SUM, 0}, 0,
+    {"reduce_scatter op",
+     {M_RS, 3, COLL_F32, COLL_SUM, 0},
+     0,
      {M_RS, 3, COLL_F32, COLL_PROD, 0}},
-    {"reduce_scatter dtype", {M_RS, 3, COLL_F32, COLL_SUM, 0}, 2,
+    {"reduce_scatter dtype",
+     {M_RS, 3, COLL_F32, COLL_SUM, 0},
+     2,
      {M_RS, 3, COLL_I32, COLL_SUM, 0}},
-    {"allreduce vs broadcast", {M_AR, 4, COLL_F32, COLL_SUM, 0}, 1,
+    {"allreduce vs broadcast",
+     {M_AR, 4, COLL_F32, COLL_SUM, 0},
+     1,
      {M_BCAST, 4, COLL_F32, COLL_SUM, 0}},
 };
 #define NMCASES ((int)(sizeof k_mcases / sizeof k_mcases[0]))
@@ -101,16 +139,14 @@ typedef struct mctx {
   coll_comm_t *comms[MISMATCH_WORLD];
 } mctx_t;
 
-static coll_status_t mcall(coll_comm_t *c, const mcall_t *m, void *a,
-                           void *b) {
+static coll_status_t mcall(coll_comm_t *c, const mcall_t *m, void *a, void *b) {
   switch (m->kind) {
     case M_AR: return coll_allreduce(c, a, b, m->count, m->dt, m->op, NULL);
     case M_BCAST: return coll_broadcast(c, a, m->count, m->dt, m->root, NULL);
     case M_REDUCE:
       return coll_reduce(c, a, b, m->count, m->dt, m->op, m->root, NULL);
     case M_AG: return coll_allgather(c, a, b, m->count, m->dt, NULL);
-    default:
-      return coll_reduce_scatter(c, a, b, m->count, m->dt, m->op, NULL);
+    default: return coll_reduce_scatter(c, a, b, m->count, m->dt, m->op, NULL);
   }
 }
 
@@ -138,13 +174,14 @@ static void mismatch_rank(int rank, int world, void *arg) {
     for (j = 0; j < 7; j++) v[j] = rank * 10 + j + i;
     s = coll_allreduce(m->comms[rank], v, v, 7, COLL_I32, COLL_SUM, NULL);
     if (!t_expect(&g_fails, s, COLL_OK,
-                  "allreduce after mismatch \"%s\" on rank %d", mc->what,
-                  rank))
+                  "allreduce after mismatch \"%s\" on rank %d", mc->what, rank))
       continue;
     for (j = 0; j < 7; j++)
       if (v[j] != 10 * world * (world - 1) / 2 + world * (j + i)) {
-        t_fail(&g_fails, "allreduce after mismatch \"%s\" rank %d: element "
-               "%d is %d", mc->what, rank, j, v[j]);
+        t_fail(&g_fails,
+               "allreduce after mismatch \"%s\" rank %d: element "
+               "%d is %d",
+               mc->what, rank, j, v[j]);
         break;
       }
   }
@@ -172,11 +209,11 @@ static void test_mismatch(void **state) {
 
 typedef struct bcase {
   const char *what;
-  int odd_n;                 /* rank 1's buffers; the others pass two */
-  coll_buffer_t odd[3];      /* data filled in by the rank */
-  int plain;                 /* rank 1 calls coll_allreduce instead */
-  const char *want[3];       /* words every rank's text must hold */
-  const char *want_odd;      /* and rank 1's, which lists its own buffers */
+  int odd_n;            /* rank 1's buffers; the others pass two */
+  coll_buffer_t odd[3]; /* data filled in by the rank */
+  int plain;            /* rank 1 calls coll_allreduce instead */
+  const char *want[3];  /* words every rank's text must hold */
+  const char *want_odd; /* and rank 1's, which lists its own buffers */
 } bcase_t;
 
 static const bcase_t k_bcases[] = {
@@ -226,8 +263,7 @@ static void batch_mismatch_rank(int rank, int world, void *arg) {
       }
     }
     if (rank == 1 && bc->plain)
-      s = coll_allreduce(comms[rank], mem, mem, 2000, COLL_F32, COLL_SUM,
-                         NULL);
+      s = coll_allreduce(comms[rank], mem, mem, 2000, COLL_F32, COLL_SUM, NULL);
     else
       s = coll_allreduce_batch(comms[rank], bufs, (size_t)n, COLL_SUM, NULL);
     if (!t_expect(&g_fails, s, COLL_ERR_LENGTH_MISMATCH,

@@ -91,8 +91,7 @@ static coll_status_t issue(coll_comm_t *comm, int rank, int world,
       t_gen_n(it->dt, it->op, rank, 0, cas, s->send, it->count);
       return coll_ireduce(comm, s->send, rank == root ? s->recv : NULL,
                           it->count, it->dt, it->op, root, NULL, &s->req);
-    default:
-      return coll_ibarrier(comm, &s->req);
+    default: return coll_ibarrier(comm, &s->req);
   }
 }
 
@@ -134,8 +133,7 @@ static void check(ctx_t *c, int rank, const item_t *it, slot_t *s,
         t_check_reduced(&c->fails, what, it->dt, it->op, c->world, 0, s->cas,
                         s->recv, it->count);
       break;
-    default:
-      break;
+    default: break;
   }
   free(tmp);
 }
@@ -169,15 +167,18 @@ static void poll_all(ctx_t *c, int rank, slot_t *slots) {
         ndone++;
         if (seen_later < 0) seen_later = i;
       } else if (seen_later > i) {
-        t_fail(&c->fails, "rank %d: item %d is done but item %d, issued "
+        t_fail(&c->fails,
+               "rank %d: item %d is done but item %d, issued "
                "before it, is not: completion out of issue order",
                rank, seen_later, i);
         return;
       }
     }
     if (test_now_ms() > end) {
-      t_fail(&c->fails, "rank %d: %d of %d requests not done after %d ms of "
-             "coll_test", rank, NITEMS - ndone, NITEMS, POLL_LIMIT_MS);
+      t_fail(&c->fails,
+             "rank %d: %d of %d requests not done after %d ms of "
+             "coll_test",
+             rank, NITEMS - ndone, NITEMS, POLL_LIMIT_MS);
       return;
     }
     test_sleep_ms(1);
@@ -192,8 +193,8 @@ static void round_rank(ctx_t *c, int rank, int reverse, int poll,
   for (i = 0; i < NITEMS; i++) {
     coll_status_t s = issue(c->comms[rank], rank, c->world, &k_items[i],
                             &slots[i], t_mix(salt, (uint64_t)i, 77));
-    if (!t_expect(&c->fails, s, COLL_OK, "%s: issuing item %d rank %d", name,
-                  i, rank)) {
+    if (!t_expect(&c->fails, s, COLL_OK, "%s: issuing item %d rank %d", name, i,
+                  rank)) {
       slot_free(&slots[i]);
       break;
     }
@@ -281,7 +282,8 @@ static void test_queued_collectives(void **state) {
 
 static void fill_i32(int32_t *p, size_t n, int from, int salt) {
   size_t i;
-  for (i = 0; i < n; i++) p[i] = (int32_t)(from * 1000003 + salt * 7919) + (int32_t)i;
+  for (i = 0; i < n; i++)
+    p[i] = (int32_t)(from * 1000003 + salt * 7919) + (int32_t)i;
 }
 
 static int check_i32(const int32_t *p, size_t n, int from, int salt) {
@@ -332,14 +334,16 @@ static void send_recv(ctx_t *c, int rank) {
   for (k = 1; k <= 3; k++) {
     if (sender) {
       fill_i32(buf, (size_t)k * 10, rank, k);
-      t_expect(&c->fails, coll_send(comm, buf, (size_t)k * 10, COLL_I32, peer,
-                                    7), COLL_OK, "send %d rank %d", k, rank);
+      t_expect(&c->fails,
+               coll_send(comm, buf, (size_t)k * 10, COLL_I32, peer, 7), COLL_OK,
+               "send %d rank %d", k, rank);
     } else {
       s = coll_recv(comm, buf, 100, COLL_I32, peer, 7, &got);
       if (!t_expect(&c->fails, s, COLL_OK, "recv %d rank %d", k, rank))
         continue;
       if (got != (size_t)k * 10 || !check_i32(buf, got, peer, k))
-        t_fail(&c->fails, "recv %d rank %d: received %zu elements (expected "
+        t_fail(&c->fails,
+               "recv %d rank %d: received %zu elements (expected "
                "%d) or wrong data: messages on one tag out of order?",
                k, rank, got, k * 10);
     }
@@ -429,12 +433,14 @@ static void too_long(ctx_t *c, int rank) {
         coll_last_error()[0] == '\0')
       t_fail(&c->fails, "%s of a too-long message: no error text", how[k]);
     if (got != UNTOUCHED)
-      t_fail(&c->fails, "%s of a too-long message set *received to %zu",
-             how[k], got);
+      t_fail(&c->fails, "%s of a too-long message set *received to %zu", how[k],
+             got);
     for (i = 10; i < 26; i++)
       if (small[i] != -7) {
-        t_fail(&c->fails, "%s of a too-long message wrote past the buffer "
-               "(element %d)", how[k], i);
+        t_fail(&c->fails,
+               "%s of a too-long message wrote past the buffer "
+               "(element %d)",
+               how[k], i);
         break;
       }
   }
@@ -479,14 +485,15 @@ static void mixed_rank(int rank, int world, void *arg) {
   int i;
   fill_i32(out, 64, rank, 11);
   for (i = 0; i < 8; i++) v[i] = rank + i;
-  if (!t_expect(&c->fails,
-                coll_irecv(c->comms[rank], in, 64, COLL_I32, rank ^ 1, 11,
-                           &got, &rr),
-                COLL_OK, "irecv before a collective"))
+  if (!t_expect(
+          &c->fails,
+          coll_irecv(c->comms[rank], in, 64, COLL_I32, rank ^ 1, 11, &got, &rr),
+          COLL_OK, "irecv before a collective"))
     return;
-  t_expect(&c->fails, coll_iallreduce(c->comms[rank], v, v, 8, COLL_I32,
-                                      COLL_SUM, NULL, &ra),
-           COLL_OK, "iallreduce between irecv and isend");
+  t_expect(
+      &c->fails,
+      coll_iallreduce(c->comms[rank], v, v, 8, COLL_I32, COLL_SUM, NULL, &ra),
+      COLL_OK, "iallreduce between irecv and isend");
   t_expect(&c->fails,
            coll_isend(c->comms[rank], out, 64, COLL_I32, rank ^ 1, 11, &rs),
            COLL_OK, "isend after a collective");

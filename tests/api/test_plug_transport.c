@@ -19,7 +19,8 @@
 #define COMM_TIMEOUT_MS 60000
 #define RUN_TIMEOUT_MS 120000
 
-/* ---- collectives over it -------------------------------------------------- */
+/* ---- collectives over it --------------------------------------------------
+ */
 
 typedef struct ctx {
   int world;
@@ -48,8 +49,8 @@ static void reduce_case(ctx_t *c, int rank, coll_dtype_t dt, coll_op_t op,
     t_gen_n(dt, op, rank, 0, cas, send, count * n);
     s = coll_reduce_scatter(c->comms[rank], send, recv, count, dt, op, NULL);
     if (t_expect(&c->fails, s, COLL_OK, "%s", what))
-      t_check_reduced(&c->fails, what, dt, op, c->world,
-                      (size_t)rank * count, cas, recv, count);
+      t_check_reduced(&c->fails, what, dt, op, c->world, (size_t)rank * count,
+                      cas, recv, count);
   }
 }
 
@@ -59,8 +60,10 @@ static void copies(ctx_t *c, int rank, size_t bytes, unsigned char *a,
   uint64_t cas = t_mix(0xc0b1e5, (uint64_t)c->world, bytes);
   coll_status_t s;
   for (root = 0; root < c->world; root++) {
-    if (rank == root) t_bytes(root, cas + (uint64_t)root, a, bytes);
-    else memset(a, 0, bytes);
+    if (rank == root)
+      t_bytes(root, cas + (uint64_t)root, a, bytes);
+    else
+      memset(a, 0, bytes);
     s = coll_broadcast(c->comms[rank], a, bytes, COLL_U8, root, NULL);
     if (!t_expect(&c->fails, s, COLL_OK, "%s: broadcast root %d rank %d",
                   mb_variant_name(c->v), root, rank))
@@ -92,10 +95,13 @@ static void ring_p2p(ctx_t *c, int rank) {
   int i;
   if (world < 2) return;
   for (i = 0; i < 300; i++) out[i] = rank * 1000 + i;
-  if (!t_expect(&c->fails, coll_isend(c->comms[rank], out, 300, COLL_I32, to,
-                                      42, &rs), COLL_OK, "isend") ||
-      !t_expect(&c->fails, coll_irecv(c->comms[rank], in, 300, COLL_I32, from,
-                                      42, &got, &rr), COLL_OK, "irecv"))
+  if (!t_expect(&c->fails,
+                coll_isend(c->comms[rank], out, 300, COLL_I32, to, 42, &rs),
+                COLL_OK, "isend") ||
+      !t_expect(
+          &c->fails,
+          coll_irecv(c->comms[rank], in, 300, COLL_I32, from, 42, &got, &rr),
+          COLL_OK, "irecv"))
     return;
   t_expect(&c->fails, coll_wait(rs), COLL_OK, "wait(isend)");
   t_expect(&c->fails, coll_wait(rr), COLL_OK, "wait(irecv)");
@@ -108,12 +114,15 @@ static void ring_p2p(ctx_t *c, int rank) {
     }
   /* Blocking pair exchange, lower rank sends first. */
   if (rank < (rank ^ 1) && (rank ^ 1) < world) {
-    t_expect(&c->fails, coll_send(c->comms[rank], out, 7, COLL_I32, rank ^ 1,
-                                  9), COLL_OK, "send");
+    t_expect(&c->fails,
+             coll_send(c->comms[rank], out, 7, COLL_I32, rank ^ 1, 9), COLL_OK,
+             "send");
   } else if ((rank ^ 1) < world) {
     got = 0;
-    if (t_expect(&c->fails, coll_recv(c->comms[rank], in, 300, COLL_I32,
-                                      rank ^ 1, 9, &got), COLL_OK, "recv") &&
+    if (t_expect(
+            &c->fails,
+            coll_recv(c->comms[rank], in, 300, COLL_I32, rank ^ 1, 9, &got),
+            COLL_OK, "recv") &&
         (got != 7 || in[6] != (rank ^ 1) * 1000 + 6))
       t_fail(&c->fails, "%s: blocking recv rank %d: %zu elements",
              mb_variant_name(c->v), rank, got);
@@ -168,8 +177,10 @@ static void test_plugged(void **state) {
       test_run_ranks(w, plug_rank, c, RUN_TIMEOUT_MS, "plugged transport");
       test_destroy_comms(w, c->comms);
       if (mb_poison_calls() != 0)
-        t_fail(&c->fails, "%s world %d: the barrier slot past ops->size was "
-               "called %d times", mb_variant_name(c->v), w, mb_poison_calls());
+        t_fail(&c->fails,
+               "%s world %d: the barrier slot past ops->size was "
+               "called %d times",
+               mb_variant_name(c->v), w, mb_poison_calls());
     }
   assert_int_equal(t_fail_report(&c->fails, "plugged transport"), 0);
   t_fail_destroy(&c->fails);
@@ -191,8 +202,8 @@ static void stuck_rank(int rank, int world, void *arg) {
   (void)world;
   if (rank == 0) {
     __atomic_store_n(&s->entered, 1, __ATOMIC_SEQ_CST);
-    s->st = coll_allreduce(s->comms[0], buf, buf, 100, COLL_F32, COLL_SUM,
-                           NULL);
+    s->st =
+        coll_allreduce(s->comms[0], buf, buf, 100, COLL_F32, COLL_SUM, NULL);
   } else {
     while (!__atomic_load_n(&s->entered, __ATOMIC_SEQ_CST)) test_sleep_ms(1);
     test_sleep_ms(100);
@@ -207,7 +218,8 @@ static void test_plugged_abort(void **state) {
   assert_int_equal(mb_comms(2, MB_FULL_NO_BARRIER, COMM_TIMEOUT_MS, s.comms),
                    0);
   assert_int_equal(coll_comm_abort_handle(s.comms[0], &s.h), COLL_OK);
-  test_run_ranks(2, stuck_rank, &s, RUN_TIMEOUT_MS, "abort over a plugged "
+  test_run_ranks(2, stuck_rank, &s, RUN_TIMEOUT_MS,
+                 "abort over a plugged "
                  "transport");
   test_destroy_comms(2, s.comms);
   coll_abort_handle_release(s.h);

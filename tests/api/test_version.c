@@ -17,7 +17,7 @@
 
 #include "coll.h"
 
-#define EXPECTED                                         \
+#define EXPECTED                                                     \
   (COLL_TEST_VERSION_MAJOR * 10000 + COLL_TEST_VERSION_MINOR * 100 + \
    COLL_TEST_VERSION_PATCH)
 
@@ -60,8 +60,8 @@ static void test_loaded_file(void **state) {
   snprintf(want, sizeof want, "libcoll.so.%d.%d.%d", COLL_TEST_VERSION_MAJOR,
            COLL_TEST_VERSION_MINOR, COLL_TEST_VERSION_PATCH);
   if (strcmp(base, want) != 0)
-    fail_msg("libcoll.so.%d is %s, expected %s", COLL_TEST_VERSION_MAJOR,
-             real, want);
+    fail_msg("libcoll.so.%d is %s, expected %s", COLL_TEST_VERSION_MAJOR, real,
+             want);
 }
 
 int main(void) {

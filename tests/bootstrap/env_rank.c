@@ -118,7 +118,8 @@ int main(int argc, char **argv) {
   s = coll_comm_destroy(c);
   if (s != COLL_OK) ran(s, rank, "comm_destroy");
   if (fails > 0) return 1;
-  printf("env_rank: rank %d of %d ok (%s)\n", rank, world, "allreduce, "
+  printf("env_rank: rank %d of %d ok (%s)\n", rank, world,
+         "allreduce, "
          "broadcast, allgather, barrier");
   return 0;
 }

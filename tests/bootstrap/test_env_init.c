@@ -346,9 +346,9 @@ static void test_local_addr(void **state) {
     if (coll__local_addr(&m, NULL, "x", out) == COLL_OK)
       assert_string_equal(out, "::1");
   }
-  assert_int_equal(coll__resolve_host("MASTER_ADDR", "no-such-host.invalid", &m,
-                                      ip),
-                   COLL_ERR_INVALID_ARG);
+  assert_int_equal(
+      coll__resolve_host("MASTER_ADDR", "no-such-host.invalid", &m, ip),
+      COLL_ERR_INVALID_ARG);
 }
 
 static void test_format_ranks(void **state) {

@@ -27,8 +27,8 @@ typedef struct rank_env {
   int rank;
   const char *addr;
   int port;
-  const char *token;     /* NULL: unset */
-  const char *expect;    /* NULL: must succeed; else --expect-fail text */
+  const char *token;  /* NULL: unset */
+  const char *expect; /* NULL: must succeed; else --expect-fail text */
 } rank_env_t;
 
 static int exec_rank(void *p) {

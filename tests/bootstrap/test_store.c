@@ -92,9 +92,9 @@ static void test_get_timeout_names_key(void **state) {
   assert_int_equal(coll__store_get(st, "never/here", buf, sizeof buf, &len, 0),
                    COLL_ERR_TIMEOUT);
   assert_non_null(strstr(coll_last_error(), "never/here"));
-  assert_int_equal(coll__store_get(st, "never/here", buf, sizeof buf, &len,
-                                   150),
-                   COLL_ERR_TIMEOUT);
+  assert_int_equal(
+      coll__store_get(st, "never/here", buf, sizeof buf, &len, 150),
+      COLL_ERR_TIMEOUT);
   assert_non_null(strstr(coll_last_error(), "'never/here'"));
   assert_true(test_now_ms() - t0 < T_MS);
   /* Still usable after timeouts. */
@@ -181,8 +181,9 @@ static void adder(int rank, int world, void *arg) {
   }
   /* Everyone waits for everyone, then reads the neighbour's value. */
   note(a, rank, coll__store_wait(st, keys, world, T_MS));
-  note(a, rank, coll__store_get(st, names[(rank + 1) % world], buf, sizeof buf,
-                                &len, T_MS));
+  note(a, rank,
+       coll__store_get(st, names[(rank + 1) % world], buf, sizeof buf, &len,
+                       T_MS));
   if (a->failed[rank] == 0 &&
       (len != strlen(names[(rank + 1) % world]) ||
        memcmp(buf, names[(rank + 1) % world], len) != 0)) {
@@ -241,9 +242,9 @@ static void later_rank(int rank, int world, void *arg) {
     const char *keys[2] = {"late/a", "late/b"};
     a->s[rank] = coll__store_wait(st, keys, 2, T_MS);
   } else {
-    a->s[rank] = coll__store_get(st, rank == 1 ? "late/a" : "late/b",
-                                 a->val[rank], sizeof a->val[rank] - 1, &len,
-                                 T_MS);
+    a->s[rank] =
+        coll__store_get(st, rank == 1 ? "late/a" : "late/b", a->val[rank],
+                        sizeof a->val[rank] - 1, &len, T_MS);
     a->val[rank][len] = '\0';
   }
   if (a->s[rank] != COLL_OK)
@@ -373,9 +374,9 @@ static void test_ipv6(void **state) {
     print_message("no IPv6 loopback here (%s); skipped\n", coll_last_error());
     skip();
   }
-  assert_int_equal(coll__store_connect("::1", coll__store_server_port(srv), "t",
-                                       T_MS, &st),
-                   COLL_OK);
+  assert_int_equal(
+      coll__store_connect("::1", coll__store_server_port(srv), "t", T_MS, &st),
+      COLL_OK);
   assert_non_null(strstr(coll__store_peer(st), "[::1]:"));
   assert_int_equal(coll__store_set(st, "six", "6", 1), COLL_OK);
   assert_int_equal(coll__store_get(st, "six", buf, sizeof buf, &len, 0),
@@ -443,9 +444,9 @@ static void test_connect_errors(void **state) {
                    COLL_ERR_TIMEOUT);
   assert_non_null(strstr(coll_last_error(), "could not reach"));
   assert_non_null(strstr(coll_last_error(), "refused"));
-  assert_int_equal(coll__store_connect("no-such-host.invalid", port, NULL, 200,
-                                       &st),
-                   COLL_ERR_INVALID_ARG);
+  assert_int_equal(
+      coll__store_connect("no-such-host.invalid", port, NULL, 200, &st),
+      COLL_ERR_INVALID_ARG);
   assert_non_null(strstr(coll_last_error(), "does not resolve"));
   assert_null(st);
 }

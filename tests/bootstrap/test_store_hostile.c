@@ -216,7 +216,10 @@ static void test_unread_replies(void **state) {
   assert_int_equal(bt_raw_hello(fd), 0);
   h = coll__store_hdr(COLL_STORE_OP_GET, 1, 5, 0);
   coll__store_hdr_encode(req, &h);
-  memcpy(req + COLL_STORE_HDR_BYTES, "\x03\x00" "fat", 5);
+  memcpy(req + COLL_STORE_HDR_BYTES,
+         "\x03\x00"
+         "fat",
+         5);
   /* Until the socket buffers fill (send then times out after 5 s at most,
    * but with nonblocking sends we stop at the first EAGAIN). */
   for (i = 0; i < 20000; i++) {

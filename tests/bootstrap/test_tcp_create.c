@@ -22,7 +22,7 @@
 typedef struct job {
   int port;
   int world;
-  int absent;            /* a rank that never calls, or -1 */
+  int absent; /* a rank that never calls, or -1 */
   int64_t timeout_ms;
   const char *ifname;
   coll_status_t s[MAXW];

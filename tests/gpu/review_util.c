@@ -212,12 +212,8 @@ double rv_get(coll_dtype_t dt, const void *p, size_t i) {
   const char *b = (const char *)p + coll_dtype_size(dt) * i;
   uint16_t h;
   switch (dt) {
-    case COLL_F16:
-      memcpy(&h, b, 2);
-      return rv_f16_to_float(h);
-    case COLL_BF16:
-      memcpy(&h, b, 2);
-      return rv_bf16_to_float(h);
+    case COLL_F16: memcpy(&h, b, 2); return rv_f16_to_float(h);
+    case COLL_BF16: memcpy(&h, b, 2); return rv_bf16_to_float(h);
     case COLL_F32: {
       float v;
       memcpy(&v, b, 4);
@@ -228,10 +224,8 @@ double rv_get(coll_dtype_t dt, const void *p, size_t i) {
       memcpy(&v, b, 8);
       return v;
     }
-    case COLL_I8:
-      return (double)*(const int8_t *)b;
-    case COLL_U8:
-      return (double)*(const uint8_t *)b;
+    case COLL_I8: return (double)*(const int8_t *)b;
+    case COLL_U8: return (double)*(const uint8_t *)b;
     case COLL_I32: {
       int32_t v;
       memcpy(&v, b, 4);
@@ -242,8 +236,7 @@ double rv_get(coll_dtype_t dt, const void *p, size_t i) {
       memcpy(&v, b, 8);
       return (double)v;
     }
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -265,15 +258,9 @@ void rv_put(coll_dtype_t dt, void *p, size_t i, double v) {
       memcpy(b, &f, 4);
       break;
     }
-    case COLL_F64:
-      memcpy(b, &v, 8);
-      break;
-    case COLL_I8:
-      *(int8_t *)b = (int8_t)v;
-      break;
-    case COLL_U8:
-      *(uint8_t *)b = (uint8_t)v;
-      break;
+    case COLL_F64: memcpy(b, &v, 8); break;
+    case COLL_I8: *(int8_t *)b = (int8_t)v; break;
+    case COLL_U8: *(uint8_t *)b = (uint8_t)v; break;
     case COLL_I32: {
       int32_t x = (int32_t)v;
       memcpy(b, &x, 4);
@@ -284,8 +271,7 @@ void rv_put(coll_dtype_t dt, void *p, size_t i, double v) {
       memcpy(b, &x, 8);
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 

@@ -53,8 +53,8 @@ typedef struct standin_stats {
   int ops_live;        /* created and not destroyed */
   int host_allocs_live;
   int events_live;
-  int copies;          /* cudaMemcpyAsync calls posted */
-  unsigned contexts;   /* bit d: a primary context was made on device d */
+  int copies;        /* cudaMemcpyAsync calls posted */
+  unsigned contexts; /* bit d: a primary context was made on device d */
 } standin_stats_t;
 
 void standin_stats(standin_stats_t *out);

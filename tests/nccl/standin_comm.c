@@ -16,22 +16,15 @@ static ncclResult_t get_version(int *v) {
 
 static const char *error_string(ncclResult_t r) {
   switch (r) {
-    case ncclSuccess:
-      return "no error";
-    case ncclUnhandledCudaError:
-      return "unhandled cuda error";
-    case ncclSystemError:
-      return "unhandled system error";
-    case ncclInternalError:
-      return "internal error";
-    case ncclInvalidArgument:
-      return "invalid argument";
-    case ncclInvalidUsage:
-      return "invalid usage";
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
     case ncclRemoteError:
       return "remote process exited or there was a network error";
-    default:
-      return "unknown result code";
+    default: return "unknown result code";
   }
 }
 
@@ -164,7 +157,7 @@ static ncclResult_t comm_abort(ncclComm_t c) {
     si.st.comms_live--;
     si.st.comm_aborts++;
     release_ops(c);
-    si_progress_all(); /* its stuck kernels exit */
+    si_progress_all();    /* its stuck kernels exit */
     si_launch_progress(); /* and its calls waiting for peers return */
   }
   uv_mutex_unlock(&si.mu);
@@ -262,11 +255,8 @@ static int premul_scalar(const void *scalar, ncclDataType_t dt, double *k) {
       memcpy(&f, scalar, sizeof f);
       *k = f;
       return 1;
-    case ncclFloat64:
-      memcpy(k, scalar, sizeof *k);
-      return 1;
-    default:
-      return 0;
+    case ncclFloat64: memcpy(k, scalar, sizeof *k); return 1;
+    default: return 0;
   }
 }
 

@@ -3,9 +3,9 @@
  * device per thread), registered "device" and pinned memory, streams that
  * run work at once or when looked at, events. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "cuda/gpu_table.h"
@@ -142,8 +142,10 @@ static CUresult ctx_set_current(CUcontext ctx) {
   if (si.cfg.no_driver) return CUDA_ERROR_NOT_INITIALIZED;
   si_cur_ctx = (int)(uintptr_t)ctx;
   /* Without a context the runtime answers device 0 again. */
-  if (si_cur_ctx == 0) si_cur_dev = 0;
-  else si_cur_dev = si_cur_ctx - 1;
+  if (si_cur_ctx == 0)
+    si_cur_dev = 0;
+  else
+    si_cur_dev = si_cur_ctx - 1;
   return CUDA_SUCCESS;
 }
 
@@ -160,18 +162,13 @@ static cudaError_t driver_version(int *v) {
 
 static const char *error_string(cudaError_t e) {
   switch (e) {
-    case cudaSuccess:
-      return "no error";
+    case cudaSuccess: return "no error";
     case cudaErrorInsufficientDriver:
       return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorNoDevice:
-      return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice:
-      return "invalid device ordinal";
-    case cudaErrorNotReady:
-      return "device not ready";
-    default:
-      return "stand-in CUDA error";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNotReady: return "device not ready";
+    default: return "stand-in CUDA error";
   }
 }
 

@@ -82,7 +82,7 @@ extern _Thread_local int si_group_ninit;
 
 typedef struct si_clique {
   char id[NCCL_UNIQUE_ID_BYTES];
-  unsigned coll_arrived;                   /* ranks at their first collective */
+  unsigned coll_arrived; /* ranks at their first collective */
   unsigned char p2p_arrived[SI_MAXR][SI_MAXR]; /* [r][peer]: r reached peer */
   int world, joined;
   int init_done; /* every rank joined and the device check ran */
@@ -96,7 +96,7 @@ typedef struct si_clique {
 struct ncclComm {
   si_clique_t *q;
   int rank, dev;
-  int freed; /* aborted or destroyed: NCCL must not see it again */
+  int freed;       /* aborted or destroyed: NCCL must not see it again */
   int nonblocking; /* config.blocking == 0 */
   /* ncclInProgress until init (or a launch waiting to connect) is done;
    * then ncclSuccess or the error. */
@@ -115,7 +115,7 @@ typedef struct si_arg {
   void *recv;
   size_t count;
   ncclDataType_t dt;
-  int op; /* ncclRedOp_t, or -1 - index for a premul op */
+  int op;        /* ncclRedOp_t, or -1 - index for a premul op */
   double factor; /* a premul op's scalar, exact for f16, bf16, f32, f64 */
   int root;
   int posted, at_head;

@@ -18,21 +18,16 @@ enum { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER, K_RS, K_P2P };
 static size_t esize(ncclDataType_t dt) {
   switch (dt) {
     case ncclInt8:
-    case ncclUint8:
-      return 1;
+    case ncclUint8: return 1;
     case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
+    case ncclBfloat16: return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32:
-      return 4;
+    case ncclFloat32: return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0; /* fp8: not modelled */
+    case ncclFloat64: return 8;
+    default: return 0; /* fp8: not modelled */
   }
 }
 
@@ -52,31 +47,23 @@ static int takes_new(double a, double v, int is_max) {
 
 /* Integers: acc = acc OP x (first: acc = x), in the unsigned type U so sums
  * and products wrap like NCCL's (8-bit too). */
-#define INT_LOOP(T, U)                \
-  do {                                \
-    T *d = acc;                       \
-    const T *s = x;                   \
-    for (size_t i = 0; i < n; i++) {  \
-      T v = s[i];                     \
-      if (first) {                    \
-        d[i] = v;                     \
-        continue;                     \
-      }                               \
-      switch (op) {                   \
-        case ncclProd:                \
-          d[i] = (T)((U)d[i] * (U)v); \
-          break;                      \
-        case ncclMax:                 \
-          d[i] = d[i] > v ? d[i] : v; \
-          break;                      \
-        case ncclMin:                 \
-          d[i] = d[i] < v ? d[i] : v; \
-          break;                      \
-        default:                      \
-          d[i] = (T)((U)d[i] + (U)v); \
-          break;                      \
-      }                               \
-    }                                 \
+#define INT_LOOP(T, U)                                    \
+  do {                                                    \
+    T *d = acc;                                           \
+    const T *s = x;                                       \
+    for (size_t i = 0; i < n; i++) {                      \
+      T v = s[i];                                         \
+      if (first) {                                        \
+        d[i] = v;                                         \
+        continue;                                         \
+      }                                                   \
+      switch (op) {                                       \
+        case ncclProd: d[i] = (T)((U)d[i] * (U)v); break; \
+        case ncclMax: d[i] = d[i] > v ? d[i] : v; break;  \
+        case ncclMin: d[i] = d[i] < v ? d[i] : v; break;  \
+        default: d[i] = (T)((U)d[i] + (U)v); break;       \
+      }                                                   \
+    }                                                     \
   } while (0)
 
 /* f32 and f64: every step in the element type (C evaluates float * float in
@@ -95,16 +82,12 @@ static int takes_new(double a, double v, int is_max) {
         continue;                                          \
       }                                                    \
       switch (op) {                                        \
-        case ncclProd:                                     \
-          d[i] = d[i] * v;                                 \
-          break;                                           \
+        case ncclProd: d[i] = d[i] * v; break;             \
         case ncclMax:                                      \
         case ncclMin:                                      \
           if (takes_new(d[i], v, op == ncclMax)) d[i] = v; \
           break;                                           \
-        default:                                           \
-          d[i] = d[i] + v;                                 \
-          break;                                           \
+        default: d[i] = d[i] + v; break;                   \
       }                                                    \
     }                                                      \
   } while (0)
@@ -138,16 +121,12 @@ static void red_half(ncclDataType_t dt, int op, int premul, double f, void *acc,
     a = half_get(dt, d[i]);
     v = half_get(dt, vb);
     switch (op) {
-      case ncclProd:
-        d[i] = half_put(dt, a * v);
-        break;
+      case ncclProd: d[i] = half_put(dt, a * v); break;
       case ncclMax:
       case ncclMin:
         if (takes_new(a, v, op == ncclMax)) d[i] = vb;
         break;
-      default:
-        d[i] = half_put(dt, a + v);
-        break;
+      default: d[i] = half_put(dt, a + v); break;
     }
   }
 }
@@ -156,36 +135,17 @@ static void red_half(ncclDataType_t dt, int op, int premul, double f, void *acc,
 static void red(ncclDataType_t dt, int op, int premul, double f, void *acc,
                 const void *x, size_t n, int first) {
   switch (dt) {
-    case ncclInt8:
-      INT_LOOP(int8_t, uint8_t);
-      break;
-    case ncclUint8:
-      INT_LOOP(uint8_t, uint8_t);
-      break;
-    case ncclInt32:
-      INT_LOOP(int32_t, uint32_t);
-      break;
-    case ncclUint32:
-      INT_LOOP(uint32_t, uint32_t);
-      break;
-    case ncclInt64:
-      INT_LOOP(int64_t, uint64_t);
-      break;
-    case ncclUint64:
-      INT_LOOP(uint64_t, uint64_t);
-      break;
+    case ncclInt8: INT_LOOP(int8_t, uint8_t); break;
+    case ncclUint8: INT_LOOP(uint8_t, uint8_t); break;
+    case ncclInt32: INT_LOOP(int32_t, uint32_t); break;
+    case ncclUint32: INT_LOOP(uint32_t, uint32_t); break;
+    case ncclInt64: INT_LOOP(int64_t, uint64_t); break;
+    case ncclUint64: INT_LOOP(uint64_t, uint64_t); break;
     case ncclFloat16:
-    case ncclBfloat16:
-      red_half(dt, op, premul, f, acc, x, n, first);
-      break;
-    case ncclFloat32:
-      FLT_LOOP(float);
-      break;
-    case ncclFloat64:
-      FLT_LOOP(double);
-      break;
-    default:
-      break;
+    case ncclBfloat16: red_half(dt, op, premul, f, acc, x, n, first); break;
+    case ncclFloat32: FLT_LOOP(float); break;
+    case ncclFloat64: FLT_LOOP(double); break;
+    default: break;
   }
 }
 
@@ -195,14 +155,10 @@ static void red(ncclDataType_t dt, int op, int premul, double f, void *acc,
 static double avg_scalar(ncclDataType_t dt, int w) {
   float f = (float)(1.0 / w);
   switch (dt) {
-    case ncclFloat16:
-      return coll__h2f(coll__f2h(f));
-    case ncclBfloat16:
-      return coll__bf2f(coll__f2bf(f));
-    case ncclFloat64:
-      return 1.0 / w;
-    default:
-      return f;
+    case ncclFloat16: return coll__h2f(coll__f2h(f));
+    case ncclBfloat16: return coll__bf2f(coll__f2bf(f));
+    case ncclFloat64: return 1.0 / w;
+    default: return f;
   }
 }
 
@@ -218,26 +174,13 @@ static double avg_scalar(ncclDataType_t dt, int w) {
  * is a pre-multiplied sum. */
 static void avg_finish(ncclDataType_t dt, void *acc, size_t n, int w) {
   switch (dt) {
-    case ncclInt8:
-      DIV_LOOP(int8_t);
-      break;
-    case ncclUint8:
-      DIV_LOOP(uint8_t);
-      break;
-    case ncclInt32:
-      DIV_LOOP(int32_t);
-      break;
-    case ncclUint32:
-      DIV_LOOP(uint32_t);
-      break;
-    case ncclInt64:
-      DIV_LOOP(int64_t);
-      break;
-    case ncclUint64:
-      DIV_LOOP(uint64_t);
-      break;
-    default:
-      break;
+    case ncclInt8: DIV_LOOP(int8_t); break;
+    case ncclUint8: DIV_LOOP(uint8_t); break;
+    case ncclInt32: DIV_LOOP(int32_t); break;
+    case ncclUint32: DIV_LOOP(uint32_t); break;
+    case ncclInt64: DIV_LOOP(int64_t); break;
+    case ncclUint64: DIV_LOOP(uint64_t); break;
+    default: break;
   }
 }
 

@@ -13,8 +13,8 @@
 
 #include "api/env_init.h"
 #include "bootstrap/store/store.h"
-#include "nccl/nccl_env.h"
 #include "cuda/gpu_table.h"
+#include "nccl/nccl_env.h"
 #include "nccl_test_util.h"
 #include "test_util.h"
 
@@ -418,8 +418,8 @@ static void store_rank(int rank, int world, void *p) {
   nt_set_device(rank);
   a->s[rank] = coll__store_connect("127.0.0.1", a->port, NULL, 10000, &st);
   if (a->s[rank] == COLL_OK)
-    a->s[rank] = coll__env_nccl_comm(st, rank, world, NULL, 10000,
-                                     &a->comms[rank]);
+    a->s[rank] =
+        coll__env_nccl_comm(st, rank, world, NULL, 10000, &a->comms[rank]);
   if (a->s[rank] == COLL_OK)
     a->s[rank] = coll_allreduce(a->comms[rank], a->buf[rank], a->buf[rank], 2,
                                 COLL_F32, COLL_SUM, NULL);
@@ -461,8 +461,7 @@ static void test_comm_from_store(void **state) {
       COLL_OK);
   setenv("LOCAL_RANK", "7", 1);
   nt_set_device(0);
-  assert_int_equal(coll__env_nccl_comm(st, 0, 1, NULL, 10000, &c),
-                   COLL_OK);
+  assert_int_equal(coll__env_nccl_comm(st, 0, 1, NULL, 10000, &c), COLL_OK);
   unsetenv("LOCAL_RANK");
   assert_int_equal(nt_current_device(), 0);
   on3 = standin_dev_alloc(3, sizeof(float));

@@ -75,9 +75,10 @@ static void test_auto_crowded_picks_cpu(void **state) {
   setenv("LOCAL_WORLD_SIZE", "4", 1);
   coll_set_last_error(COLL_OK, NULL);
   assert_int_equal(selected_logging(log, sizeof log), 0);
-  assert_non_null(strstr(log, "COLL INFO INIT COLL_BACKEND=auto: 4 local "
-                              "ranks share 1 CUDA device(s); NCCL needs one "
-                              "device per rank: CPU ring with staging"));
+  assert_non_null(strstr(log,
+                         "COLL INFO INIT COLL_BACKEND=auto: 4 local "
+                         "ranks share 1 CUDA device(s); NCCL needs one "
+                         "device per rank: CPU ring with staging"));
   assert_string_equal(coll_last_error(), "");
   unsetenv("COLL_BACKEND"); /* unset is auto */
   assert_int_equal(coll__nccl_env_selected(), 0);
@@ -112,8 +113,9 @@ static void test_nccl_crowded_fails(void **state) {
   setenv("MASTER_PORT", "1", 1);
   assert_int_equal(coll_comm_init_env(NULL, &c), COLL_ERR_NOT_AVAILABLE);
   assert_null(c);
-  assert_non_null(strstr(coll_last_error(), "comm_init_env: COLL_BACKEND=nccl: "
-                                            "2 local ranks"));
+  assert_non_null(strstr(coll_last_error(),
+                         "comm_init_env: COLL_BACKEND=nccl: "
+                         "2 local ranks"));
   assert_non_null(strstr(coll_last_error(), "share 1 CUDA device(s)"));
 }
 

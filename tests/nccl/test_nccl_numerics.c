@@ -51,14 +51,10 @@ static double round_fmt(double x, int p, int emin, int emax) {
 
 static double model_round(ncclDataType_t dt, double x) {
   switch (dt) {
-    case ncclFloat16:
-      return round_fmt(x, 11, -14, 15);
-    case ncclBfloat16:
-      return round_fmt(x, 8, -126, 127);
-    case ncclFloat32:
-      return (double)(float)x;
-    default:
-      return x;
+    case ncclFloat16: return round_fmt(x, 11, -14, 15);
+    case ncclBfloat16: return round_fmt(x, 8, -126, 127);
+    case ncclFloat32: return (double)(float)x;
+    default: return x;
   }
 }
 
@@ -67,14 +63,10 @@ static double model_round(ncclDataType_t dt, double x) {
 static double model_step(ncclDataType_t dt, ncclRedOp_t op, double a,
                          double v) {
   switch (op) {
-    case ncclProd:
-      return model_round(dt, a * v);
-    case ncclMax:
-      return isnan(v) || (!isnan(a) && !(v > a)) ? a : v;
-    case ncclMin:
-      return isnan(v) || (!isnan(a) && !(v < a)) ? a : v;
-    default:
-      return model_round(dt, a + v);
+    case ncclProd: return model_round(dt, a * v);
+    case ncclMax: return isnan(v) || (!isnan(a) && !(v > a)) ? a : v;
+    case ncclMin: return isnan(v) || (!isnan(a) && !(v < a)) ? a : v;
+    default: return model_round(dt, a + v);
   }
 }
 
@@ -125,18 +117,10 @@ static double elem(ncclDataType_t dt, const void *p, size_t i) {
   float f;
   double d;
   switch (dt) {
-    case ncclFloat16:
-      memcpy(&h, b, 2);
-      return dec_f16(h);
-    case ncclBfloat16:
-      memcpy(&h, b, 2);
-      return dec_bf16(h);
-    case ncclFloat32:
-      memcpy(&f, b, 4);
-      return f;
-    default:
-      memcpy(&d, b, 8);
-      return d;
+    case ncclFloat16: memcpy(&h, b, 2); return dec_f16(h);
+    case ncclBfloat16: memcpy(&h, b, 2); return dec_bf16(h);
+    case ncclFloat32: memcpy(&f, b, 4); return f;
+    default: memcpy(&d, b, 8); return d;
   }
 }
 
@@ -280,15 +264,9 @@ static void fill(tri_t *x, ncclDataType_t dt, ncclRedOp_t op, uint64_t *rs) {
     case ncclFloat16: /* up to 2^15: sums overflow sometimes */
       lo = 0, hi = op == ncclProd ? 20 : 30;
       break;
-    case ncclBfloat16:
-      lo = 0, hi = 254;
-      break;
-    case ncclFloat32:
-      lo = 100, hi = 160;
-      break;
-    default:
-      lo = 1000, hi = 1050;
-      break;
+    case ncclBfloat16: lo = 0, hi = 254; break;
+    case ncclFloat32: lo = 100, hi = 160; break;
+    default: lo = 1000, hi = 1050; break;
   }
   for (r = 0; r < W; r++)
     for (i = 0; i < N; i++) rand_elem(dt, x->in[r], i, lo, hi, rs);

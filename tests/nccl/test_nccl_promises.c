@@ -84,9 +84,10 @@ static void test_abort_ends_first_use_connect(void **state) {
   test_run_ranks(1, allreduce_rank, &a, 10000, "allreduce waiting to connect");
   uv_thread_join(&th);
   assert_int_equal(a.s, COLL_ERR_ABORTED);
-  print_message("first-use connect: coll_abort took %lld ms, the call ended "
-                "%lld ms after it\n",
-                (long long)ab.took_ms, (long long)(a.end_ms - ab.at_ms));
+  print_message(
+      "first-use connect: coll_abort took %lld ms, the call ended "
+      "%lld ms after it\n",
+      (long long)ab.took_ms, (long long)(a.end_ms - ab.at_ms));
   assert_true(ab.took_ms < 100);
   assert_true(a.end_ms - ab.at_ms < 100);
   assert_int_equal(coll_comm_destroy(comms[0]), COLL_OK);
@@ -172,9 +173,10 @@ static void test_init_bounded_and_abortable(void **state) {
   uv_thread_join(&th);
   assert_int_equal(a.s, COLL_ERR_ABORTED);
   assert_null(a.c);
-  print_message("init: coll_abort took %lld ms, the init ended %lld ms after "
-                "it\n",
-                (long long)ab.took_ms, (long long)(a.end_ms - ab.at_ms));
+  print_message(
+      "init: coll_abort took %lld ms, the init ended %lld ms after "
+      "it\n",
+      (long long)ab.took_ms, (long long)(a.end_ms - ab.at_ms));
   assert_true(ab.took_ms < 100);
   assert_true(a.end_ms - ab.at_ms < 100);
   /* The handle served its one init; it cannot be adopted again. */
@@ -422,8 +424,8 @@ static void mismatch_rank(int rank, int world, void *p) {
   snprintf(m->err[rank], sizeof m->err[rank], "%s", coll_last_error());
   /* Different collectives. */
   if (rank == 0)
-    m->s[1][rank] = coll_broadcast(m->c[rank], m->buf[rank], 8, COLL_F32, 0,
-                                   NULL);
+    m->s[1][rank] =
+        coll_broadcast(m->c[rank], m->buf[rank], 8, COLL_F32, 0, NULL);
   else
     m->s[1][rank] = coll_allreduce(m->c[rank], m->buf[rank], m->buf[rank], 8,
                                    COLL_F32, COLL_SUM, NULL);

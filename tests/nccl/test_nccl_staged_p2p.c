@@ -74,8 +74,8 @@ static void check_status(const struct xarg *x, int nsteps) {
   for (r = 0; r < 2; r++)
     for (j = 0; j < nsteps; j++)
       if (x->s[r][j] != COLL_OK)
-        fail_msg("rank %d step %d: %s (%s)", r, j,
-                 coll_status_name(x->s[r][j]), x->err[r]);
+        fail_msg("rank %d step %d: %s (%s)", r, j, coll_status_name(x->s[r][j]),
+                 x->err[r]);
 }
 
 static void xarg_alloc(struct xarg *x, coll_comm_t **comms) {
@@ -112,9 +112,9 @@ static void exchange_rank(int rank, int world, void *p) {
   size_t k;
   (void)world;
   note(x, rank, 0, coll_isend(c, x->send[rank], MSG, COLL_F32, peer, 3, &rs));
-  note(x, rank, 1,
-       coll_irecv(c, x->recv[rank], MSG, COLL_F32, peer, 3, &x->got[rank],
-                  &rr));
+  note(
+      x, rank, 1,
+      coll_irecv(c, x->recv[rank], MSG, COLL_F32, peer, 3, &x->got[rank], &rr));
   if (rs != NULL) note(x, rank, 2, coll_wait(rs));
   if (rr != NULL) note(x, rank, 3, coll_wait(rr));
   for (k = 0; k < MSG; k++) x->bad[rank] |= x->recv[rank][k] != val(peer, k);
@@ -168,9 +168,9 @@ static void test_loop_rank(int rank, int world, void *p) {
   (void)world;
   note(x, rank, 0,
        coll_isend(c, x->send[rank], sent_by(rank), COLL_F32, peer, 4, &rs));
-  note(x, rank, 1,
-       coll_irecv(c, x->recv[rank], MSG, COLL_F32, peer, 4, &x->got[rank],
-                  &rr));
+  note(
+      x, rank, 1,
+      coll_irecv(c, x->recv[rank], MSG, COLL_F32, peer, 4, &x->got[rank], &rr));
   if (rs == NULL || rr == NULL) return;
   t0 = test_now_ms();
   while (!(ds && dr) && test_now_ms() - t0 < 5000) {
@@ -419,7 +419,8 @@ static void test_order_staged_then_host(void **state) {
         fail_msg("rank %d call %d: %s (%s)", r, j, coll_status_name(o.s[r][j]),
                  o.err);
   for (k = 0; k < SMALL; k++) {
-    if (o.in[0][k] != val(0, k)) fail_msg("first message is not the staged one");
+    if (o.in[0][k] != val(0, k))
+      fail_msg("first message is not the staged one");
     if (o.in[1][k] != val(5, k)) fail_msg("second message is not the host one");
   }
   test_destroy_comms(2, comms);
@@ -464,8 +465,9 @@ static void pool_rank(int rank, int world, void *p) {
   note(x, rank, 1,
        coll_reduce(c, x->send[rank], x->recv[rank], MSG, COLL_F32, COLL_MAX, 0,
                    NULL));
-  note(x, rank, 2,
-       coll_allgather(c, x->send[rank], x->recv[rank], MSG / 2, COLL_F32, NULL));
+  note(
+      x, rank, 2,
+      coll_allgather(c, x->send[rank], x->recv[rank], MSG / 2, COLL_F32, NULL));
   /* Blocking, ordered by rank: this one is about slab sizes only. */
   if (rank == 0) {
     note(x, rank, 3, coll_send(c, x->send[rank], MSG, COLL_F32, peer, 6));

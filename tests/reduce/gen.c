@@ -70,8 +70,10 @@ static void put_special(coll_dtype_t dt, void *p, size_t i, uint64_t *rng) {
   const double vals[] = {0.0,  -0.0, INFINITY, -INFINITY,        max,
                          -max, tiny, -tiny,    ldexp(1, f.emin), 1.0};
   int k = rand_int(rng, 0, 13);
-  if (k < 10) put_value(dt, p, i, vals[k]);
-  else put_bits(dt, p, i, nan_bits(dt, k - 10));
+  if (k < 10)
+    put_value(dt, p, i, vals[k]);
+  else
+    put_bits(dt, p, i, nan_bits(dt, k - 10));
 }
 
 /* +-sig * 2^e with a short significand, so that sums and products are
@@ -103,8 +105,10 @@ static void float_pair(coll_dtype_t dt, void *a, void *b, size_t i,
       break;
     case 2:
       put_special(dt, a, i, rng);
-      if (test_rand(rng) & 1) put_special(dt, b, i, rng);
-      else put_value(dt, b, i, short_value(f, rng, -3, 3));
+      if (test_rand(rng) & 1)
+        put_special(dt, b, i, rng);
+      else
+        put_value(dt, b, i, short_value(f, rng, -3, 3));
       break;
     case 3:
       put_value(dt, a, i, short_value(f, rng, -4, 4));

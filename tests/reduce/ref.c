@@ -10,18 +10,24 @@
 double ref_f16_to_double(uint16_t h) {
   int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
   double v;
-  if (exp == 0x1f) v = man != 0 ? NAN : INFINITY;
-  else if (exp == 0) v = ldexp(man, -24);
-  else v = ldexp(1024 + man, exp - 25);
+  if (exp == 0x1f)
+    v = man != 0 ? NAN : INFINITY;
+  else if (exp == 0)
+    v = ldexp(man, -24);
+  else
+    v = ldexp(1024 + man, exp - 25);
   return (h & 0x8000) ? -v : v;
 }
 
 double ref_bf16_to_double(uint16_t h) {
   int exp = (h >> 7) & 0xff, man = h & 0x7f;
   double v;
-  if (exp == 0xff) v = man != 0 ? NAN : INFINITY;
-  else if (exp == 0) v = ldexp(man, -133);
-  else v = ldexp(128 + man, exp - 134);
+  if (exp == 0xff)
+    v = man != 0 ? NAN : INFINITY;
+  else if (exp == 0)
+    v = ldexp(man, -133);
+  else
+    v = ldexp(128 + man, exp - 134);
   return (h & 0x8000) ? -v : v;
 }
 
@@ -106,12 +112,16 @@ static void put_result(coll_dtype_t dt, void *p, size_t i, __float128 r) {
           nan ? REF_NAN_BF16 : ref_bf16_from_double((double)(float)r);
       break;
     case COLL_F32:
-      if (nan) memcpy((float *)p + i, &n32, 4);
-      else ((float *)p)[i] = (float)r;
+      if (nan)
+        memcpy((float *)p + i, &n32, 4);
+      else
+        ((float *)p)[i] = (float)r;
       break;
     default:
-      if (nan) memcpy((double *)p + i, &n64, 8);
-      else ((double *)p)[i] = (double)r;
+      if (nan)
+        memcpy((double *)p + i, &n64, 8);
+      else
+        ((double *)p)[i] = (double)r;
       break;
   }
 }

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_finish.c: AVG's finishing steps: float scaling (every instruction
  * set against the reference), integer division, exact 8-bit widen/narrow. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "reduce/reduce_impl.h"
 #include "ref.h"

@@ -2,13 +2,13 @@
 /* test_half.c: f16/bf16 <-> f32 conversions: every 16-bit pattern, every
  * rounding tie and its neighbours, random f32 patterns; against the test's
  * reference and, where the CPU has F16C, against the hardware. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "reduce/reduce.h"
 #include "ref.h"

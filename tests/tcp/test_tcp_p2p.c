@@ -444,8 +444,8 @@ static void *pingpong(void *p) {
     if (st != COLL_OK) {
       a->rc = tt_failed(a->job, a->rank, "ping-pong", st);
     } else if (len != a->bytes || !tt_check(rb, len, peer, a->rank, i)) {
-      fprintf(stderr, "rank %d tag %u round %d: bad message\n", a->rank,
-              a->tag, i);
+      fprintf(stderr, "rank %d tag %u round %d: bad message\n", a->rank, a->tag,
+              i);
       a->rc = 2;
     }
   }

@@ -242,8 +242,7 @@ static void copy_rank(int rank, int world, void *arg) {
     }
     atomic_store(&x->rreq, r);
     until = test_now_ms() + TT_WAIT_MS;
-    while (!atomic_load(&x->aborted) && test_now_ms() < until)
-      test_sleep_ms(1);
+    while (!atomic_load(&x->aborted) && test_now_ms() < until) test_sleep_ms(1);
     x->got[1] = tt_wait(x->t[1], r, TT_WAIT_MS, NULL);
   } else if (rank == 0) {
     if (copy_wait_posted(x) == NULL) {
@@ -312,8 +311,7 @@ static int copy_race(int run, int a, int *busy) {
     memset(want, 7, sizeof want);
     for (off = 0; off < COPY_BIG; off += sizeof want)
       if (memcmp(x.rbuf + off, want, sizeof want) != 0)
-        fail_msg("run %d: the receiver's data differs near byte %zu", run,
-                 off);
+        fail_msg("run %d: the receiver's data differs near byte %zu", run, off);
   }
   hit = x.got[a] == COLL_ERR_ABORTED;
   *busy = x.saw_busy;
@@ -334,14 +332,16 @@ static void test_abort_during_copy(void **state) {
       aborted += copy_race(runs++, a, &busy);
       seen += busy;
     }
-    printf("abort during a copy: %s aborted: ABORTED in %d of %d runs, "
-           "copy seen running in %d\n",
-           a == 0 ? "sender" : "receiver", aborted, runs, seen);
+    printf(
+        "abort during a copy: %s aborted: ABORTED in %d of %d runs, "
+        "copy seen running in %d\n",
+        a == 0 ? "sender" : "receiver", aborted, runs, seen);
     /* An abort that never lands while the data moves tests nothing. */
     if (aborted == 0)
-      fail_msg("the %s's abort never failed its request in %d runs: every "
-               "abort came after the copy",
-               a == 0 ? "sender" : "receiver", runs);
+      fail_msg(
+          "the %s's abort never failed its request in %d runs: every "
+          "abort came after the copy",
+          a == 0 ? "sender" : "receiver", runs);
   }
 }
 

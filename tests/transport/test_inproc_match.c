@@ -47,10 +47,8 @@ static void test_bad_args(void **state) {
   assert_int_equal(coll__t_isend(t[0], -1, 0, buf, 4, &r),
                    COLL_ERR_INVALID_ARG);
   assert_non_null(strstr(coll_last_error(), "out of range"));
-  assert_int_equal(coll__t_isend(t[0], 2, 0, buf, 4, &r),
-                   COLL_ERR_INVALID_ARG);
-  assert_int_equal(coll__t_irecv(t[0], 2, 0, buf, 4, &r),
-                   COLL_ERR_INVALID_ARG);
+  assert_int_equal(coll__t_isend(t[0], 2, 0, buf, 4, &r), COLL_ERR_INVALID_ARG);
+  assert_int_equal(coll__t_irecv(t[0], 2, 0, buf, 4, &r), COLL_ERR_INVALID_ARG);
   assert_int_equal(coll__t_isend(t[0], 1, 0, NULL, 4, &r),
                    COLL_ERR_INVALID_ARG);
   assert_non_null(strstr(coll_last_error(), "NULL"));
@@ -95,17 +93,14 @@ static void fifo_case(int sends_first, int big) {
     tt_fill(src[i], msg_len(i, big), (uint64_t)i);
   }
   for (i = 0; i < N && sends_first; i++)
-    assert_int_equal(coll__t_isend(t[0], 1, 7, src[i], msg_len(i, big),
-                                   &sr[i]),
+    assert_int_equal(coll__t_isend(t[0], 1, 7, src[i], msg_len(i, big), &sr[i]),
                      COLL_OK);
   if (sends_first) /* No receive yet: the zero-copy send stays pending. */
     assert_int_equal(tt_wait(t[0], sr[0], 0, NULL), COLL_ERR_TIMEOUT);
   for (i = 0; i < N; i++)
-    assert_int_equal(coll__t_irecv(t[1], 0, 7, buf[i], cap, &rr[i]),
-                     COLL_OK);
+    assert_int_equal(coll__t_irecv(t[1], 0, 7, buf[i], cap, &rr[i]), COLL_OK);
   for (i = 0; i < N && !sends_first; i++)
-    assert_int_equal(coll__t_isend(t[0], 1, 7, src[i], msg_len(i, big),
-                                   &sr[i]),
+    assert_int_equal(coll__t_isend(t[0], 1, 7, src[i], msg_len(i, big), &sr[i]),
                      COLL_OK);
   for (i = 0; i < N; i++) {
     size_t len = 12345;

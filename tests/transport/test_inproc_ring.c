@@ -54,8 +54,7 @@ static void ring_rank(int rank, int world, void *arg) {
     tt_fill(out, RING_BYTES(rank), ring_seed(rank, it));
     /* Alternate the posting order so both copy paths run. */
     if ((rank + it) & 1) {
-      s = coll__t_irecv(x->t[rank], left, 100 + it, in, RING_BYTES(left),
-                        &rr);
+      s = coll__t_irecv(x->t[rank], left, 100 + it, in, RING_BYTES(left), &rr);
       if (s == COLL_OK)
         s = coll__t_isend(x->t[rank], right, 100 + it, out, RING_BYTES(rank),
                           &rs);
@@ -75,8 +74,7 @@ static void ring_rank(int rank, int world, void *arg) {
     }
     if (len != RING_BYTES(left) ||
         !tt_check(in, RING_BYTES(left), ring_seed(left, it))) {
-      tt_fail(&x->res[rank], "ring step %d: wrong data from rank %d", it,
-              left);
+      tt_fail(&x->res[rank], "ring step %d: wrong data from rank %d", it, left);
       goto done;
     }
   }
@@ -243,7 +241,8 @@ static void shared_rank(int thread, int nthreads, void *arg) {
   unsigned char *out = malloc(STRESS_MAX), *in = malloc(STRESS_MAX);
   (void)nthreads;
   for (round = 0; round < SHARED_ROUNDS && out && in; round++) {
-    size_t n = stress_len(round, thread, 0), m = stress_len(round, thread ^ 1, 0);
+    size_t n = stress_len(round, thread, 0),
+           m = stress_len(round, thread ^ 1, 0);
     size_t len = 0;
     void *rr;
     coll_status_t s;

@@ -49,8 +49,8 @@ static coll_transport_ops_t nop_ops(void) {
 /* Expects INVALID_ARG with a message and *out NULL. ctx stays ours on
  * every failure (one rule, whatever was wrong): the provider's destroy is
  * never called. */
-static void expect_refused(const coll_transport_ops_t *ops, int rank,
-                           int world, const char *words) {
+static void expect_refused(const coll_transport_ops_t *ops, int rank, int world,
+                           const char *words) {
   coll_transport_t *t = (coll_transport_t *)&t;
   int ctx;
   destroy_calls = 0;
@@ -226,10 +226,10 @@ static void barrier_rank(int rank, int world, void *arg) {
 }
 
 static void run_wrapped_barrier(size_t ops_size, int world, int want_calls) {
-  coll_transport_ops_t o = {sizeof o,  COLL_TRANSPORT_OPS_VERSION,
-                            "fwd",     fwd_isend,
-                            fwd_irecv, fwd_wait,
-                            fwd_abort, fwd_destroy,
+  coll_transport_ops_t o = {sizeof o,        COLL_TRANSPORT_OPS_VERSION,
+                            "fwd",           fwd_isend,
+                            fwd_irecv,       fwd_wait,
+                            fwd_abort,       fwd_destroy,
                             counting_barrier};
   coll_transport_t *inner[TT_MAX_RANKS];
   barrier_run_t b;
@@ -259,10 +259,10 @@ static void test_small_table_uses_default_barrier(void **state) {
 static void test_full_table_uses_provider_barrier(void **state) {
   (void)state;
   /* The counting barrier synchronizes nothing, so only count calls. */
-  coll_transport_ops_t o = {sizeof o,  COLL_TRANSPORT_OPS_VERSION,
-                            "fwd",     fwd_isend,
-                            fwd_irecv, fwd_wait,
-                            fwd_abort, fwd_destroy,
+  coll_transport_ops_t o = {sizeof o,        COLL_TRANSPORT_OPS_VERSION,
+                            "fwd",           fwd_isend,
+                            fwd_irecv,       fwd_wait,
+                            fwd_abort,       fwd_destroy,
                             counting_barrier};
   coll_transport_t *inner[1], *t;
   atomic_store(&barrier_calls, 0);

@@ -37,12 +37,12 @@ static inline void tt_fail(tt_result_t *r, const char *fmt, ...) {
 }
 
 /* The test thread's check of n rank records; needs cmocka.h first. */
-#define TT_ASSERT_RANKS_OK(res, n)                                   \
-  do {                                                               \
-    int tt_i_;                                                       \
-    for (tt_i_ = 0; tt_i_ < (n); tt_i_++)                            \
-      if ((res)[tt_i_].failed)                                       \
-        fail_msg("rank %d: %s", tt_i_, (res)[tt_i_].msg);            \
+#define TT_ASSERT_RANKS_OK(res, n)                        \
+  do {                                                    \
+    int tt_i_;                                            \
+    for (tt_i_ = 0; tt_i_ < (n); tt_i_++)                 \
+      if ((res)[tt_i_].failed)                            \
+        fail_msg("rank %d: %s", tt_i_, (res)[tt_i_].msg); \
   } while (0)
 
 /* Waits on a request through the provider slot (relative timeout). */
@@ -53,17 +53,15 @@ static inline coll_status_t tt_wait(coll_transport_t *t, void *req,
 }
 
 /* Posts and waits (bounded); the status of whichever step failed. */
-static inline coll_status_t tt_send(coll_transport_t *t, int peer,
-                                    uint32_t tag, const void *buf,
-                                    size_t len) {
+static inline coll_status_t tt_send(coll_transport_t *t, int peer, uint32_t tag,
+                                    const void *buf, size_t len) {
   void *r;
   coll_status_t s = coll__t_isend(t, peer, tag, buf, len, &r);
   return s != COLL_OK ? s : tt_wait(t, r, TT_WAIT_MS, NULL);
 }
 
-static inline coll_status_t tt_recv(coll_transport_t *t, int peer,
-                                    uint32_t tag, void *buf, size_t cap,
-                                    size_t *len) {
+static inline coll_status_t tt_recv(coll_transport_t *t, int peer, uint32_t tag,
+                                    void *buf, size_t cap, size_t *len) {
   void *r;
   coll_status_t s = coll__t_irecv(t, peer, tag, buf, cap, &r);
   return s != COLL_OK ? s : tt_wait(t, r, TT_WAIT_MS, len);

@@ -128,8 +128,7 @@ static int parse_bytes(const char *s, size_t *out) {
       mul = 1ull << 30;
       end++;
       break;
-    default:
-      break;
+    default: break;
   }
   if (*end != '\0' || v == 0 || v > (unsigned long long)SIZE_MAX / mul)
     return -1;
@@ -227,17 +226,10 @@ static int parse_one(int c, const char *arg, perf_opts_t *o) {
     case OPT_THREADS:
       if (parse_int(arg, 1, 1024, &o->threads) == 0) return -1;
       return usage_error("--threads", arg, "a rank count in 1..1024");
-    case OPT_CSV:
-      o->format = PERF_CSV;
-      return -1;
-    case OPT_JSON:
-      o->format = PERF_JSON;
-      return -1;
-    case OPT_ENV:
-      o->list_env = 1;
-      return -1;
-    default:
-      return PERF_EXIT_USAGE;
+    case OPT_CSV: o->format = PERF_CSV; return -1;
+    case OPT_JSON: o->format = PERF_JSON; return -1;
+    case OPT_ENV: o->list_env = 1; return -1;
+    default: return PERF_EXIT_USAGE;
   }
 }
 

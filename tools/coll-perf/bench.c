@@ -31,8 +31,7 @@ static void size_counts(const perf_rank_t *pr, size_t bytes, perf_bufs_t *b) {
       b->send_n = pr->o->coll == PERF_ALLGATHER ? b->block : b->count;
       b->recv_n = pr->o->coll == PERF_ALLGATHER ? b->count : b->block;
       break;
-    case PERF_BARRIER:
-      break;
+    case PERF_BARRIER: break;
     default:
       b->count = b->block = n > 0 ? n : 1;
       b->send_n = pr->o->coll == PERF_BROADCAST ? 0 : b->count;
@@ -44,15 +43,11 @@ static void size_counts(const perf_rank_t *pr, size_t bytes, perf_bufs_t *b) {
 static double bus_factor(perf_coll_t c, int world) {
   double n = world;
   switch (c) {
-    case PERF_ALLREDUCE:
-      return 2 * (n - 1) / n;
+    case PERF_ALLREDUCE: return 2 * (n - 1) / n;
     case PERF_ALLGATHER:
-    case PERF_REDUCE_SCATTER:
-      return (n - 1) / n;
-    case PERF_BARRIER:
-      return 0;
-    default:
-      return 1;
+    case PERF_REDUCE_SCATTER: return (n - 1) / n;
+    case PERF_BARRIER: return 0;
+    default: return 1;
   }
 }
 
@@ -78,8 +73,7 @@ static coll_status_t call(const perf_rank_t *pr, const perf_bufs_t *b,
     case PERF_REDUCE:
       return coll_reduce(c, send, recv, b->count, o->dtype, o->op, o->root,
                          NULL);
-    default:
-      return coll_barrier(c);
+    default: return coll_barrier(c);
   }
 }
 
@@ -118,8 +112,7 @@ static void prepare(const perf_rank_t *pr, const perf_bufs_t *b, int in_place,
       else
         perf_poison(o->dtype, recv, b->count);
       break;
-    case PERF_BARRIER:
-      break;
+    case PERF_BARRIER: break;
     default: /* allreduce, reduce */
       if (!in_place) perf_poison(o->dtype, recv, b->count);
       perf_fill(o, pr->world, pr->rank, send, b->count);
@@ -149,8 +142,7 @@ static int64_t verify(const perf_rank_t *pr, const perf_bufs_t *b,
       return wrong;
     case PERF_BROADCAST:
       return perf_check_input(o, pr->world, o->root, recv, b->count);
-    default:
-      return 0;
+    default: return 0;
   }
 }
 

@@ -17,30 +17,21 @@
 /* |partial sums| must stay at or below this to be exact in dt. */
 static int64_t sum_limit(coll_dtype_t dt) {
   switch (dt) {
-    case COLL_F16:
-      return 2048;
-    case COLL_BF16:
-      return 256;
-    case COLL_I8:
-      return 127;
-    case COLL_U8:
-      return 255;
-    default:
-      return INT64_C(1) << 24; /* f32 mantissa; ample for the rest */
+    case COLL_F16: return 2048;
+    case COLL_BF16: return 256;
+    case COLL_I8: return 127;
+    case COLL_U8: return 255;
+    default: return INT64_C(1) << 24; /* f32 mantissa; ample for the rest */
   }
 }
 
 /* How many factors of 2 a product may hold and stay exact in dt. */
 static int prod_twos(coll_dtype_t dt) {
   switch (dt) {
-    case COLL_I8:
-      return 6;
-    case COLL_U8:
-      return 7;
-    case COLL_F16:
-      return 14;
-    default:
-      return 30;
+    case COLL_I8: return 6;
+    case COLL_U8: return 7;
+    case COLL_F16: return 14;
+    default: return 30;
   }
 }
 
@@ -78,13 +69,10 @@ static int64_t minmax_value(coll_dtype_t dt, int rank, size_t i) {
 static int64_t input_value(const perf_opts_t *o, int world, int rank,
                            size_t i) {
   switch (o->op) {
-    case COLL_PROD:
-      return prod_value(o->dtype, world, rank, i);
+    case COLL_PROD: return prod_value(o->dtype, world, rank, i);
     case COLL_MAX:
-    case COLL_MIN:
-      return minmax_value(o->dtype, rank, i);
-    default:
-      return sum_value(o->dtype, world, rank, i);
+    case COLL_MIN: return minmax_value(o->dtype, rank, i);
+    default: return sum_value(o->dtype, world, rank, i);
   }
 }
 
@@ -127,51 +115,27 @@ static double bf16_value(uint16_t h) {
 
 static void put(coll_dtype_t dt, void *buf, size_t i, int64_t v) {
   switch (dt) {
-    case COLL_F16:
-      ((uint16_t *)buf)[i] = exact_to_f16((double)v);
-      break;
-    case COLL_BF16:
-      ((uint16_t *)buf)[i] = exact_to_bf16((double)v);
-      break;
-    case COLL_F32:
-      ((float *)buf)[i] = (float)v;
-      break;
-    case COLL_F64:
-      ((double *)buf)[i] = (double)v;
-      break;
-    case COLL_I8:
-      ((int8_t *)buf)[i] = (int8_t)v;
-      break;
-    case COLL_U8:
-      ((uint8_t *)buf)[i] = (uint8_t)v;
-      break;
-    case COLL_I32:
-      ((int32_t *)buf)[i] = (int32_t)v;
-      break;
-    default:
-      ((int64_t *)buf)[i] = v;
-      break;
+    case COLL_F16: ((uint16_t *)buf)[i] = exact_to_f16((double)v); break;
+    case COLL_BF16: ((uint16_t *)buf)[i] = exact_to_bf16((double)v); break;
+    case COLL_F32: ((float *)buf)[i] = (float)v; break;
+    case COLL_F64: ((double *)buf)[i] = (double)v; break;
+    case COLL_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case COLL_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case COLL_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    default: ((int64_t *)buf)[i] = v; break;
   }
 }
 
 static double get(coll_dtype_t dt, const void *buf, size_t i) {
   switch (dt) {
-    case COLL_F16:
-      return f16_value(((const uint16_t *)buf)[i]);
-    case COLL_BF16:
-      return bf16_value(((const uint16_t *)buf)[i]);
-    case COLL_F32:
-      return ((const float *)buf)[i];
-    case COLL_F64:
-      return ((const double *)buf)[i];
-    case COLL_I8:
-      return ((const int8_t *)buf)[i];
-    case COLL_U8:
-      return ((const uint8_t *)buf)[i];
-    case COLL_I32:
-      return ((const int32_t *)buf)[i];
-    default:
-      return (double)((const int64_t *)buf)[i];
+    case COLL_F16: return f16_value(((const uint16_t *)buf)[i]);
+    case COLL_BF16: return bf16_value(((const uint16_t *)buf)[i]);
+    case COLL_F32: return ((const float *)buf)[i];
+    case COLL_F64: return ((const double *)buf)[i];
+    case COLL_I8: return ((const int8_t *)buf)[i];
+    case COLL_U8: return ((const uint8_t *)buf)[i];
+    case COLL_I32: return ((const int32_t *)buf)[i];
+    default: return (double)((const int64_t *)buf)[i];
   }
 }
 
@@ -199,18 +163,10 @@ static double expected_reduced(const perf_opts_t *o, int world, size_t i) {
   for (r = 1; r < world; r++) {
     int64_t v = input_value(o, world, r, i);
     switch (o->op) {
-      case COLL_PROD:
-        acc *= v;
-        break;
-      case COLL_MAX:
-        acc = v > acc ? v : acc;
-        break;
-      case COLL_MIN:
-        acc = v < acc ? v : acc;
-        break;
-      default:
-        acc += v;
-        break;
+      case COLL_PROD: acc *= v; break;
+      case COLL_MAX: acc = v > acc ? v : acc; break;
+      case COLL_MIN: acc = v < acc ? v : acc; break;
+      default: acc += v; break;
     }
   }
   if (o->op == COLL_AVG) return (double)acc / world;
@@ -228,20 +184,11 @@ static int matches(const perf_opts_t *o, double got, double want) {
   if (got == want) return 1;
   if (o->op != COLL_AVG) return 0;
   switch (o->dtype) {
-    case COLL_F16:
-      tol = 0x1p-10;
-      break;
-    case COLL_BF16:
-      tol = 0x1p-7;
-      break;
-    case COLL_F32:
-      tol = 0x1p-22;
-      break;
-    case COLL_F64:
-      tol = 0x1p-50;
-      break;
-    default:
-      return 0;
+    case COLL_F16: tol = 0x1p-10; break;
+    case COLL_BF16: tol = 0x1p-7; break;
+    case COLL_F32: tol = 0x1p-22; break;
+    case COLL_F64: tol = 0x1p-50; break;
+    default: return 0;
   }
   return fabs(got - want) <= tol * fmax(1.0, fabs(want));
 }

@@ -131,9 +131,7 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
           return usage_error("--grace: '%s' is not a number of seconds > 0",
                              optarg);
         break;
-      case 'h':
-        fputs(usage_text, stdout);
-        return 0;
+      case 'h': fputs(usage_text, stdout); return 0;
       case ':':
         return usage_error("option '%s' needs a value",
                            bad_option(argv, name, sizeof name));

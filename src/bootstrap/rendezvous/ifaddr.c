@@ -38,14 +38,14 @@ coll_status_t coll__resolve_host(const char *what, const char *host,
   hints.ai_socktype = SOCK_STREAM;
   rc = getaddrinfo(host, NULL, &hints, &ai);
   if (rc != 0 || ai == NULL)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s '%s' does not resolve: %s",
-                     what, host, rc != 0 ? gai_strerror(rc) : "no address");
+    return coll__err(COLL_ERR_INVALID_ARG, "%s '%s' does not resolve: %s", what,
+                     host, rc != 0 ? gai_strerror(rc) : "no address");
   memset(out, 0, sizeof *out);
   memcpy(out, ai->ai_addr, ai->ai_addrlen);
   freeaddrinfo(ai);
   if (numeric != NULL && to_text((struct sockaddr *)out, numeric) != 0)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s '%s': unprintable address",
-                     what, host);
+    return coll__err(COLL_ERR_INVALID_ARG, "%s '%s': unprintable address", what,
+                     host);
   return COLL_OK;
 }
 
@@ -101,12 +101,12 @@ static coll_status_t named_addr(int family, const char *ifname,
     s = coll__err(COLL_ERR_INVALID_ARG, "%s=%s: the interface is down", what,
                   ifname);
   } else if (best == NULL) {
-    s = coll__err(COLL_ERR_INVALID_ARG,
-                  "%s=%s: the interface has no %s address (MASTER_ADDR is "
-                  "%s%s)",
-                  what, ifname, family_name(family), family_name(family),
-                  other_family ? "; the interface has only the other family"
-                               : "");
+    s = coll__err(
+        COLL_ERR_INVALID_ARG,
+        "%s=%s: the interface has no %s address (MASTER_ADDR is "
+        "%s%s)",
+        what, ifname, family_name(family), family_name(family),
+        other_family ? "; the interface has only the other family" : "");
   } else if (to_text(best, out) != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "%s=%s: unprintable address", what, ifname);
   }

@@ -35,7 +35,7 @@ struct coll_rdv {
   int rank;
   int world;
   int64_t deadline_ms;
-  int64_t timeout_ms;          /* for messages */
+  int64_t timeout_ms; /* for messages */
   char where[COLL_ADDR_TEXT_MAX + 48];
 };
 
@@ -133,8 +133,7 @@ static coll_status_t judge(coll_rdv_t *r) {
    * timing out on its own; then the store may go. */
   coll__err_save(reason);
   snprintf(verdict, sizeof verdict, "FAIL %s", reason);
-  if (coll__store_set(r->store, "verdict", verdict, strlen(verdict)) ==
-      COLL_OK)
+  if (coll__store_set(r->store, "verdict", verdict, strlen(verdict)) == COLL_OK)
     linger(r, keys);
   free(keys);
   coll__err_restore(reason);

@@ -40,11 +40,11 @@ coll_status_t coll__local_addr(const struct sockaddr_storage *master,
 typedef struct coll_rdv_cfg {
   int rank;
   int world;
-  const char *master_host;  /* as the user gave it, for messages */
-  const char *master_ip;    /* numeric, resolved: rank 0 listens there */
+  const char *master_host; /* as the user gave it, for messages */
+  const char *master_ip;   /* numeric, resolved: rank 0 listens there */
   int master_port;
-  const char *token;        /* NULL/"": none */
-  int64_t deadline_ms;      /* absolute (coll__now_ms), < 0: none */
+  const char *token;   /* NULL/"": none */
+  int64_t deadline_ms; /* absolute (coll__now_ms), < 0: none */
 } coll_rdv_cfg_t;
 
 typedef struct coll_rdv coll_rdv_t;

@@ -67,12 +67,12 @@ static int64_t mesh_timeout(int64_t deadline_ms) {
 
 static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
                                coll_transport_t **out) {
-  int64_t timeout = cfg->timeout_ms != 0 ? cfg->timeout_ms
-                                         : coll__default_timeout_ms();
-  const char *token = cfg->auth_token ? cfg->auth_token
-                                      : coll__env(COLL_ENV_AUTH_TOKEN);
-  const char *ifname = cfg->ifname ? cfg->ifname
-                                   : coll__env(COLL_ENV_SOCKET_IFNAME);
+  int64_t timeout =
+      cfg->timeout_ms != 0 ? cfg->timeout_ms : coll__default_timeout_ms();
+  const char *token =
+      cfg->auth_token ? cfg->auth_token : coll__env(COLL_ENV_AUTH_TOKEN);
+  const char *ifname =
+      cfg->ifname ? cfg->ifname : coll__env(COLL_ENV_SOCKET_IFNAME);
   char master_ip[COLL_ADDR_TEXT_MAX], local[COLL_ADDR_TEXT_MAX], job[320];
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
@@ -81,24 +81,23 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   coll_rdv_t *r = NULL;
   coll_transport_t *t = NULL;
   coll_status_t s;
-  COLL_CHECK(coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master,
-                                master_ip));
+  COLL_CHECK(
+      coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master, master_ip));
   /* A wrong interface fails here, before anyone waits on this rank. */
-  COLL_CHECK(coll__local_addr(&master, ifname,
-                              cfg->ifname ? "ifname" : "COLL_SOCKET_IFNAME",
-                              local));
+  COLL_CHECK(coll__local_addr(
+      &master, ifname, cfg->ifname ? "ifname" : "COLL_SOCKET_IFNAME", local));
   if (cfg->job_id != NULL)
     snprintf(job, sizeof job, "%s", cfg->job_id);
   else
     snprintf(job, sizeof job, "%s:%d", cfg->master_addr, cfg->master_port);
-  rc = (coll_rdv_cfg_t){cfg->rank,        cfg->world, cfg->master_addr,
-                        master_ip,        cfg->master_port, token,
-                        coll__deadline(timeout)};
+  rc = (coll_rdv_cfg_t){
+      cfg->rank,        cfg->world, cfg->master_addr,       master_ip,
+      cfg->master_port, token,      coll__deadline(timeout)};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
             cfg->rank, cfg->world, master_ip, cfg->master_port, local);
   COLL_CHECK(coll__rdv_open(&rc, &r));
-  o = (coll_tcp_opts_t){cfg->rank, cfg->world, local, job, token,
-                        mesh_timeout(rc.deadline_ms)};
+  o = (coll_tcp_opts_t){cfg->rank, cfg->world, local,
+                        job,       token,      mesh_timeout(rc.deadline_ms)};
   coll__rdv_tcp_adapter(r, &rdv);
   s = coll__tcp_transport_create(&o, &rdv, &t);
   if (s != COLL_OK) {

@@ -25,9 +25,8 @@ int coll__store_server_port(const coll_store_server_t *s);
 void coll__store_server_stop(coll_store_server_t *s);
 
 /* Connects a client (retrying until timeout_ms: the server may start late). */
-coll_status_t coll__store_connect(const char *host, int port,
-                                  const char *token, int64_t timeout_ms,
-                                  coll_store_t **out);
+coll_status_t coll__store_connect(const char *host, int port, const char *token,
+                                  int64_t timeout_ms, coll_store_t **out);
 coll_status_t coll__store_set(coll_store_t *st, const char *key,
                               const void *val, size_t len);
 /* Waits until key exists (or timeout_ms passes: COLL_ERR_TIMEOUT naming the
@@ -36,8 +35,8 @@ coll_status_t coll__store_get(coll_store_t *st, const char *key, void *buf,
                               size_t cap, size_t *len, int64_t timeout_ms);
 coll_status_t coll__store_wait(coll_store_t *st, const char *const *keys,
                                int nkeys, int64_t timeout_ms);
-coll_status_t coll__store_add(coll_store_t *st, const char *key,
-                              int64_t delta, int64_t *result);
+coll_status_t coll__store_add(coll_store_t *st, const char *key, int64_t delta,
+                              int64_t *result);
 void coll__store_close(coll_store_t *st);
 
 #endif

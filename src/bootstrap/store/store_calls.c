@@ -103,8 +103,8 @@ coll_status_t coll__store_get(coll_store_t *st, const char *key, void *buf,
   return s;
 }
 
-coll_status_t coll__store_add(coll_store_t *st, const char *key,
-                              int64_t delta, int64_t *result) {
+coll_status_t coll__store_add(coll_store_t *st, const char *key, int64_t delta,
+                              int64_t *result) {
   uint8_t klen[2];
   struct iovec iov[2];
   coll_store_hdr_t rep;

@@ -16,7 +16,7 @@
 #define COLL_STORE_REPLY_GRACE_MS 5000
 
 struct coll_store {
-  uv_mutex_t mu;         /* one exchange at a time on the socket */
+  uv_mutex_t mu; /* one exchange at a time on the socket */
   int fd;
   int broken;            /* an exchange failed halfway: the stream is out of
                             step, so every later call fails */
@@ -27,9 +27,8 @@ struct coll_store {
 /* Sends a request (header + iov) and reads the reply header. A reply whose
  * code is BAD or AUTH is turned into COLL_ERR_PROTOCOL with the server's
  * text. On any failure the client is marked broken. Lock held. */
-coll_status_t coll__store_exchange(coll_store_t *st, uint8_t op,
-                                   uint16_t nkeys, int64_t arg,
-                                   struct iovec *iov, int niov,
+coll_status_t coll__store_exchange(coll_store_t *st, uint8_t op, uint16_t nkeys,
+                                   int64_t arg, struct iovec *iov, int niov,
                                    int64_t deadline_ms, coll_store_hdr_t *rep);
 /* Reads `len` reply body bytes into buf (NULL: discards them). Lock held. */
 coll_status_t coll__store_read_body(coll_store_t *st, void *buf, size_t len,

@@ -25,8 +25,8 @@ static coll_status_t read_text(int fd, uint32_t len, char *msg, size_t cap,
   size_t keep = len < sizeof tmp - 1 ? len : sizeof tmp - 1;
   coll_status_t s;
   if (len > COLL_STORE_BODY_MAX)
-    return coll__err(COLL_ERR_PROTOCOL, "store %s: reply claims %u bytes",
-                     peer, len);
+    return coll__err(COLL_ERR_PROTOCOL, "store %s: reply claims %u bytes", peer,
+                     len);
   s = coll__io_recv(fd, tmp, keep, deadline_ms, peer);
   if (s != COLL_OK) return s;
   tmp[keep] = '\0';
@@ -143,9 +143,8 @@ static coll_status_t resolve(const char *host, int port,
   return COLL_OK;
 }
 
-coll_status_t coll__store_connect(const char *host, int port,
-                                  const char *token, int64_t timeout_ms,
-                                  coll_store_t **out) {
+coll_status_t coll__store_connect(const char *host, int port, const char *token,
+                                  int64_t timeout_ms, coll_store_t **out) {
   int64_t deadline = coll__deadline(timeout_ms), backoff = 10;
   struct addrinfo *list = NULL;
   coll_store_t *st = NULL;
@@ -165,11 +164,10 @@ coll_status_t coll__store_connect(const char *host, int port,
   /* SET/ADD replies come at once from a live server; their bound only
    * catches a hung one, so a nearly spent connect budget must not make it
    * tiny. */
-  st->io_timeout_ms =
-      timeout_ms < 0 ? -1
-                     : (timeout_ms > COLL_STORE_REPLY_GRACE_MS
-                            ? timeout_ms
-                            : COLL_STORE_REPLY_GRACE_MS);
+  st->io_timeout_ms = timeout_ms < 0 ? -1
+                                     : (timeout_ms > COLL_STORE_REPLY_GRACE_MS
+                                            ? timeout_ms
+                                            : COLL_STORE_REPLY_GRACE_MS);
   snprintf(st->peer, sizeof st->peer, strchr(host, ':') ? "[%s]:%d" : "%s:%d",
            host, port);
   COLL_CHECK_GOTO(resolve(host, port, &list), s, fail);
@@ -229,9 +227,8 @@ coll_status_t coll__store_check_key(const char *what, const char *key,
   return COLL_OK;
 }
 
-coll_status_t coll__store_exchange(coll_store_t *st, uint8_t op,
-                                   uint16_t nkeys, int64_t arg,
-                                   struct iovec *iov, int niov,
+coll_status_t coll__store_exchange(coll_store_t *st, uint8_t op, uint16_t nkeys,
+                                   int64_t arg, struct iovec *iov, int niov,
                                    int64_t deadline_ms, coll_store_hdr_t *rep) {
   uint8_t b[COLL_STORE_HDR_BYTES];
   struct iovec all[8];

@@ -90,8 +90,8 @@ static void on_write(uv_write_t *req, int status) {
   update_reading(c);
 }
 
-int coll__store_reply(store_conn_t *c, uint8_t code, int64_t arg,
-                      const void *a, size_t na, const void *b, size_t nb) {
+int coll__store_reply(store_conn_t *c, uint8_t code, int64_t arg, const void *a,
+                      size_t na, const void *b, size_t nb) {
   size_t n = COLL_STORE_HDR_BYTES + na + nb;
   store_wreq_t *w;
   coll_store_hdr_t h = coll__store_hdr(code, 0, (uint32_t)(na + nb), arg);
@@ -210,8 +210,8 @@ static int check_header(store_conn_t *c) {
     }
     if ((one_key && h->nkeys != 1) ||
         (!one_key && (h->nkeys < 1 || h->nkeys > COLL_STORE_WAIT_KEYS_MAX))) {
-      coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                            "op %u names %u keys", h->code, h->nkeys);
+      coll__store_conn_fail(c, COLL_STORE_ST_BAD, "op %u names %u keys",
+                            h->code, h->nkeys);
       return -1;
     }
     min_body = 3u * h->nkeys; /* each key: a u16 length and >= 1 byte */
@@ -308,6 +308,6 @@ void coll__store_conn_start(coll_store_server_t *srv, store_conn_t *c) {
   if (coll__store_reply(c, COLL_STORE_OP_HELLO, (int64_t)flags, c->snonce,
                         sizeof c->snonce, NULL, 0) != 0)
     return;
-  uv_timer_start(&c->timer, on_timer,
-                 (uint64_t)atomic_load(&srv->handshake_ms), 0);
+  uv_timer_start(&c->timer, on_timer, (uint64_t)atomic_load(&srv->handshake_ms),
+                 0);
 }

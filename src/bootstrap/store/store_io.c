@@ -34,8 +34,8 @@ static int io_poll(int fd, short events, int64_t deadline_ms) {
 
 int coll__io_connect(const struct sockaddr *addr, socklen_t addrlen,
                      int64_t deadline_ms, int *err) {
-  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                  0);
+  int fd =
+      socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1, soerr = 0, rc;
   socklen_t sl = sizeof soerr;
   if (fd < 0) {

@@ -17,12 +17,12 @@ typedef struct coll_smap_link {
 typedef struct coll_smap_entry {
   struct coll_smap_entry *chain; /* next entry in the same bucket */
   uint64_t hash;
-  uint8_t *val;                  /* malloc'd; NULL while has_val == 0 */
+  uint8_t *val; /* malloc'd; NULL while has_val == 0 */
   size_t vlen;
   int has_val;
-  coll_smap_link_t waiters;      /* connections waiting for this key */
+  coll_smap_link_t waiters; /* connections waiting for this key */
   size_t klen;
-  char key[];                    /* klen bytes and a NUL */
+  char key[]; /* klen bytes and a NUL */
 } coll_smap_entry_t;
 
 typedef struct coll_smap {

@@ -53,8 +53,8 @@ static long parse_keys(store_conn_t *c) {
   return (long)off;
 bad:
   coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                        "malformed key %d: keys are 1..%d bytes without NUL",
-                        i, COLL_STORE_KEY_MAX);
+                        "malformed key %d: keys are 1..%d bytes without NUL", i,
+                        COLL_STORE_KEY_MAX);
   return -1;
 }
 
@@ -69,8 +69,7 @@ static void reply_timeout(store_conn_t *c) {
   }
   for (i = c->widx; i < c->nkeys; i++)
     if (!has_key(c, i)) coll__put_le32(idx + 4u * n++, (uint32_t)i);
-  if (coll__store_reply(c, COLL_STORE_ST_TIMEOUT, 0, idx, 4u * n, NULL, 0) ==
-      0)
+  if (coll__store_reply(c, COLL_STORE_ST_TIMEOUT, 0, idx, 4u * n, NULL, 0) == 0)
     coll__store_request_done(c);
   free(idx);
 }
@@ -195,8 +194,8 @@ static void serve_add(store_conn_t *c) {
   }
   if (e->has_val && parse_counter(e, &old) != 0) {
     static const char msg[] = "the key holds a value that is not a counter";
-    if (coll__store_reply(c, COLL_STORE_ST_NOTNUM, 0, msg, sizeof msg - 1,
-                          NULL, 0) == 0)
+    if (coll__store_reply(c, COLL_STORE_ST_NOTNUM, 0, msg, sizeof msg - 1, NULL,
+                          0) == 0)
       coll__store_request_done(c);
     return;
   }

@@ -117,16 +117,16 @@ static coll_status_t bind_listen(coll_store_server_t *srv, const char *ip,
   rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&ss,
                    ss.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0);
   /* libuv may report a bind error only when listen is called. */
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, STORE_BACKLOG,
-                              on_connection);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&srv->listener, STORE_BACKLOG, on_connection);
   if (rc != 0) return bind_error(srv, port, rc);
   rc = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &namelen);
   if (rc != 0)
-    return coll__err(COLL_ERR_SYSTEM, "store: getsockname on %s: %s",
-                     srv->addr, uv_strerror(rc));
-  srv->port = ntohs(ss.ss_family == AF_INET
-                        ? ((struct sockaddr_in *)&ss)->sin_port
-                        : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    return coll__err(COLL_ERR_SYSTEM, "store: getsockname on %s: %s", srv->addr,
+                     uv_strerror(rc));
+  srv->port =
+      ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                    : ((struct sockaddr_in6 *)&ss)->sin6_port);
   return COLL_OK;
 }
 
@@ -196,8 +196,8 @@ coll_status_t coll__store_server_start(const char *bind_ip, int port,
                      out == NULL ? "out" : "bind address");
   *out = NULL;
   if (port < 0 || port > 65535)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "store: port %d is outside 0..65535", port);
+    return coll__err(COLL_ERR_INVALID_ARG, "store: port %d is outside 0..65535",
+                     port);
   COLL_CHECK(server_open(bind_ip, port, token, &srv));
   /* The loop and its handles were set up on this thread; from here on only
    * the loop thread touches them (thread creation orders the writes). */

@@ -19,8 +19,8 @@ struct coll_store_server {
   uv_async_t stop_async;
   uv_thread_t thread;
   int port;
-  char addr[64];          /* numeric bind address, for messages */
-  char *token;            /* NULL: no token */
+  char addr[64];                    /* numeric bind address, for messages */
+  char *token;                      /* NULL: no token */
   atomic_int_fast64_t handshake_ms; /* HELLO must arrive within this */
   coll_smap_t map;
   coll_smap_link_t conns; /* every open connection */
@@ -28,15 +28,15 @@ struct coll_store_server {
   atomic_uint_fast64_t n_accepted;
   atomic_uint_fast64_t n_refused; /* closed for a bad request or token */
   atomic_uint_fast64_t n_requests;
-  atomic_size_t max_body;         /* largest body buffer allocated */
+  atomic_size_t max_body; /* largest body buffer allocated */
 };
 
 /* Where a connection is in its life. While READING, hdr_got < the header
  * size means the header is being read, else the body. */
 typedef enum store_conn_state {
-  STORE_CONN_READING,  /* reading HELLO (until authed) or a request */
-  STORE_CONN_WAITING,  /* a GET/WAIT waits for a key; reading paused */
-  STORE_CONN_DRAINING  /* a final error reply is being written */
+  STORE_CONN_READING, /* reading HELLO (until authed) or a request */
+  STORE_CONN_WAITING, /* a GET/WAIT waits for a key; reading paused */
+  STORE_CONN_DRAINING /* a final error reply is being written */
 } store_conn_state_t;
 
 typedef struct store_key {
@@ -46,27 +46,27 @@ typedef struct store_key {
 
 typedef struct store_conn {
   uv_tcp_t tcp;
-  uv_timer_t timer;         /* handshake, wait timeout or drain bound */
+  uv_timer_t timer; /* handshake, wait timeout or drain bound */
   coll_store_server_t *srv;
-  coll_smap_link_t link;    /* in srv->conns */
-  int open_handles;         /* tcp + timer until both close callbacks ran */
+  coll_smap_link_t link; /* in srv->conns */
+  int open_handles;      /* tcp + timer until both close callbacks ran */
   int closing;
   int reading;
-  int authed;               /* the HELLO exchange succeeded */
+  int authed; /* the HELLO exchange succeeded */
   store_conn_state_t state;
   uint8_t hdr_buf[COLL_STORE_HDR_BYTES];
   size_t hdr_got;
   coll_store_hdr_t hdr;
-  uint8_t *body;            /* hdr.body_len bytes, allocated after checks */
+  uint8_t *body; /* hdr.body_len bytes, allocated after checks */
   size_t body_got;
   uint8_t snonce[COLL_STORE_NONCE_BYTES];
   /* The pending GET/WAIT (state WAITING). */
   store_key_t *keys;
   uint16_t nkeys;
-  uint16_t widx;            /* keys before widx exist */
+  uint16_t widx;             /* keys before widx exist */
   coll_smap_entry_t *wentry; /* the entry whose waiter list holds wlink */
   coll_smap_link_t wlink;
-  size_t wq_bytes;          /* reply bytes queued and not yet written */
+  size_t wq_bytes; /* reply bytes queued and not yet written */
 } store_conn_t;
 
 /* store_conn.c: connection I/O. */
@@ -78,8 +78,8 @@ void coll__store_conn_start(coll_store_server_t *srv, store_conn_t *c);
 void coll__store_conn_close(store_conn_t *c);
 /* Queues a reply (header + a + b); 0, or -1 when out of memory (the
  * connection is then closed). */
-int coll__store_reply(store_conn_t *c, uint8_t code, int64_t arg,
-                      const void *a, size_t na, const void *b, size_t nb);
+int coll__store_reply(store_conn_t *c, uint8_t code, int64_t arg, const void *a,
+                      size_t na, const void *b, size_t nb);
 /* Replies `code` with a text, then closes once it is written. */
 void coll__store_conn_fail(store_conn_t *c, uint8_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -41,8 +41,8 @@ struct inproc_req {
   inproc_ep_t *owner;        /* the endpoint that posted it */
   inproc_ep_t *home;         /* the receiving endpoint: its lock guards us */
   int is_send;
-  int peer;     /* destination of a send, source of a receive */
-  int src;      /* the sending rank: the matching key at home */
+  int peer; /* destination of a send, source of a receive */
+  int src;  /* the sending rank: the matching key at home */
   uint32_t tag;
   const void *sbuf; /* send: the caller's data, read in place */
   void *rbuf;       /* receive: the caller's buffer */
@@ -50,8 +50,8 @@ struct inproc_req {
   size_t got;       /* receive: bytes that arrived (sent length if longer) */
   atomic_int state; /* INPROC_FREE..INPROC_DONE; DONE stored with release */
   coll_status_t status;
-  int why;          /* the lost endpoint's INPROC_ABORTED / _DESTROYED */
-  int waiting;      /* the owner sleeps on cv */
+  int why;     /* the lost endpoint's INPROC_ABORTED / _DESTROYED */
+  int waiting; /* the owner sleeps on cv */
   uv_cond_t cv;
 };
 
@@ -66,7 +66,7 @@ struct inproc_req_block;
 struct inproc_ep {
   _Alignas(64) uv_mutex_t mu; /* guards the fields up to free_mu and the
                                  state of every request whose home this is */
-  uv_cond_t idle_cv; /* broadcast when a copy or a close finishes */
+  uv_cond_t idle_cv;          /* broadcast when a copy or a close finishes */
   int idle_waiters;
   inproc_list_t posted;     /* receives posted here, in posting order */
   inproc_list_t unexpected; /* sends to here not yet matched, in order */
@@ -89,7 +89,7 @@ struct inproc_ep {
 struct inproc_world {
   int size;
   uint64_t spin_ns; /* how long a wait polls; 0 when ranks outnumber cores */
-  atomic_int live; /* endpoints not yet destroyed */
+  atomic_int live;  /* endpoints not yet destroyed */
   inproc_ep_t *eps;
 };
 

@@ -87,8 +87,9 @@ static coll_status_t check_args(const inproc_ep_t *ep, const char *what,
 
 /* Refuses a post once either side closed. The home lock is held, so a
  * close that starts later will find the request in its sweep. */
-static coll_status_t check_open(const inproc_ep_t *self, const inproc_ep_t *peer,
-                                int is_send, uint32_t tag) {
+static coll_status_t check_open(const inproc_ep_t *self,
+                                const inproc_ep_t *peer, int is_send,
+                                uint32_t tag) {
   int lost = atomic_load(&self->lost);
   if (lost != INPROC_OPEN)
     return coll__inproc_fail_text(COLL_ERR_ABORTED, self->rank, is_send,
@@ -100,8 +101,8 @@ static coll_status_t check_open(const inproc_ep_t *self, const inproc_ep_t *peer
   return COLL_OK;
 }
 
-static void req_init(inproc_req_t *r, inproc_ep_t *home, int is_send,
-                     int peer, int src, uint32_t tag, size_t len) {
+static void req_init(inproc_req_t *r, inproc_ep_t *home, int is_send, int peer,
+                     int src, uint32_t tag, size_t len) {
   r->home = home;
   r->is_send = is_send;
   r->peer = peer;

@@ -74,8 +74,8 @@ coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
   inproc_req_t *r = req;
   coll_status_t s;
   if (r == NULL)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "inproc wait: req is NULL (rank %d)", self->rank);
+    return coll__err(COLL_ERR_INVALID_ARG, "inproc wait: req is NULL (rank %d)",
+                     self->rank);
   /* Request objects live until destroy, so a stale one is still readable. */
   if (r->owner != self || inproc_state(r) == INPROC_FREE)
     return coll__err(COLL_ERR_INVALID_ARG,

@@ -26,10 +26,10 @@ typedef struct coll_tcp_rdv {
 typedef struct coll_tcp_opts {
   int rank;
   int world;
-  const char *bind_ip;  /* numeric IPv4/IPv6 address to listen on */
-  const char *job_id;   /* checked in the handshake; non-NULL */
-  const char *token;    /* shared secret, NULL or "" for none */
-  int64_t timeout_ms;   /* connect + handshake bound for the whole mesh */
+  const char *bind_ip; /* numeric IPv4/IPv6 address to listen on */
+  const char *job_id;  /* checked in the handshake; non-NULL */
+  const char *token;   /* shared secret, NULL or "" for none */
+  int64_t timeout_ms;  /* connect + handshake bound for the whole mesh */
 } coll_tcp_opts_t;
 
 /* Listens on bind_ip (ephemeral port), publishes the address, connects the

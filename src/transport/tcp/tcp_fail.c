@@ -85,8 +85,7 @@ void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why) {
   char text[TCP_WHY_MAX + 64];
   switch (ev) {
     case TCP_EV_NONE:
-    case TCP_EV_PAUSE:
-      return;
+    case TCP_EV_PAUSE: return;
     case TCP_EV_LOST:
       /* After a goodbye (or a protocol failure) the close is expected, and
        * so it is while this side is closing too. */

@@ -194,8 +194,7 @@ coll_status_t coll__tcp_hs_check_welcome(
 const char *coll__tcp_hs_result_text(uint32_t result) {
   switch (result) {
 #define COLL_TCP_HS_TEXT_(n, v, t) \
-  case v:                          \
-    return t;
+  case v: return t;
     COLL_TCP_HS_RESULTS(COLL_TCP_HS_TEXT_)
 #undef COLL_TCP_HS_TEXT_
   }

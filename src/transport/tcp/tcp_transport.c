@@ -209,8 +209,8 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   free(fds);
   fds = NULL;
   /* t belongs to the wrapper only once it was created. */
-  COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out),
-                  s, fail);
+  COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out), s,
+                  fail);
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
   return COLL_OK;
 fail:
