@@ -31,7 +31,13 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Calls coll_abort(h) after delay_ms and records how long abort took. */
+/* Calls coll_abort(h) after delay_ms and records how long abort took.
+ *
+ * The bound the tests assert is PROMPT_MS: a comm that waits for a peer
+ * under the issue guard holds abort for seconds (the stand-in's connect
+ * gives up after 20 s), so it tells the two designs apart with room for a
+ * loaded CI machine; the tests print what they measured (0-1 ms). */
+#define PROMPT_MS 500
 struct aborter {
   coll_abort_handle_t *h;
   int64_t delay_ms, at_ms, took_ms;
@@ -88,8 +94,8 @@ static void test_abort_ends_first_use_connect(void **state) {
       "first-use connect: coll_abort took %lld ms, the call ended "
       "%lld ms after it\n",
       (long long)ab.took_ms, (long long)(a.end_ms - ab.at_ms));
-  assert_true(ab.took_ms < 100);
-  assert_true(a.end_ms - ab.at_ms < 100);
+  assert_true(ab.took_ms < PROMPT_MS);
+  assert_true(a.end_ms - ab.at_ms < PROMPT_MS);
   assert_int_equal(coll_comm_destroy(comms[0]), COLL_OK);
   assert_int_equal(coll_comm_destroy(comms[1]), COLL_OK);
   standin_stats(&st);
@@ -177,8 +183,8 @@ static void test_init_bounded_and_abortable(void **state) {
       "init: coll_abort took %lld ms, the init ended %lld ms after "
       "it\n",
       (long long)ab.took_ms, (long long)(a.end_ms - ab.at_ms));
-  assert_true(ab.took_ms < 100);
-  assert_true(a.end_ms - ab.at_ms < 100);
+  assert_true(ab.took_ms < PROMPT_MS);
+  assert_true(a.end_ms - ab.at_ms < PROMPT_MS);
   /* The handle served its one init; it cannot be adopted again. */
   {
     coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
