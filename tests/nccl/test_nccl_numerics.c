@@ -1,13 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_nccl_numerics.c: what reductions compute on NCCL comms. The helpers
- * of src/nccl/nccl_premul.c; the stand-in's reductions, called through the
- * NCCL table, against a model of NCCL 2.28's kernels written here; and the
- * libcoll calls on NCCL comms that depend on those helpers.
- *
- * test_api_i8_avg_refused and test_api_premul_half_types check that
- * nccl_enqueue.c calls coll__nccl_check_numerics (before any NCCL call of a
- * reducing kind) and coll__nccl_premul_scalar (one premul op per buffer
- * dtype).
+/* test_nccl_numerics.c: what reductions compute on NCCL comms: the
+ * helpers of src/nccl/nccl_premul.c, and the stand-in's reductions, called
+ * through the NCCL table, against a model of NCCL 2.28's kernels
+ * (numerics_model.c). test_nccl_numerics_api.c checks libcoll's calls.
  *
  * The model: each input is converted to double exactly; every step (a
  * premul multiply, a sum, a product) is rounded to the element type, round
@@ -30,133 +25,10 @@
 #include "cuda/gpu_table.h"
 #include "nccl/nccl_premul.h"
 #include "nccl_test_util.h"
+#include "numerics_model.h"
 #include "test_util.h"
 
-#define W 3
 #define N 4096
-
-/* ---- the model --------------------------------------------------------- */
-
-/* x rounded to p significant bits, normal exponents from emin to emax:
- * nearest even, subnormals kept, overflow to infinity. */
-static double round_fmt(double x, int p, int emin, int emax) {
-  double r, max = ldexp(2.0 - ldexp(1.0, 1 - p), emax);
-  int e, q;
-  if (x == 0 || isnan(x) || isinf(x)) return x;
-  (void)frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
-  q = (e - 1 > emin ? e - 1 : emin) - (p - 1);
-  r = ldexp(nearbyint(ldexp(x, -q)), q);
-  return fabs(r) > max ? copysign(INFINITY, x) : r;
-}
-
-static double model_round(ncclDataType_t dt, double x) {
-  switch (dt) {
-    case ncclFloat16: return round_fmt(x, 11, -14, 15);
-    case ncclBfloat16: return round_fmt(x, 8, -126, 127);
-    case ncclFloat32: return (double)(float)x;
-    default: return x;
-  }
-}
-
-/* Exact in double: a sum or product of two f16/bf16 values; for f32 the
- * double sum may round once, harmlessly (53 >= 2 * 24 + 2). */
-static double model_step(ncclDataType_t dt, ncclRedOp_t op, double a,
-                         double v) {
-  switch (op) {
-    case ncclProd: return model_round(dt, a * v);
-    case ncclMax: return isnan(v) || (!isnan(a) && !(v > a)) ? a : v;
-    case ncclMin: return isnan(v) || (!isnan(a) && !(v < a)) ? a : v;
-    default: return model_round(dt, a + v);
-  }
-}
-
-/* NCCL's ncclAvg scalar for a floating type (hostToDevRedOp): 1/w in
- * double; for the narrower types through float first. */
-static double model_avg_scalar(ncclDataType_t dt, int w) {
-  if (dt == ncclFloat64) return 1.0 / w;
-  return model_round(dt, (double)(float)(1.0 / w));
-}
-
-/* Rank 0's value first; k[r] != NULL: premul scalars. */
-static double model_reduce(ncclDataType_t dt, ncclRedOp_t op, const double *v,
-                           const double *k) {
-  double acc = 0, x;
-  int r;
-  for (r = 0; r < W; r++) {
-    x = k != NULL ? model_round(dt, v[r] * k[r]) : v[r];
-    acc = r == 0 ? x : model_step(dt, op, acc, x);
-  }
-  return acc;
-}
-
-/* ---- element bits ------------------------------------------------------ */
-
-static size_t esize(ncclDataType_t dt) {
-  return dt == ncclFloat64 ? 8 : dt == ncclFloat32 ? 4 : 2;
-}
-
-static double dec_f16(uint16_t h) {
-  int e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 0    ? ldexp(m, -24)
-             : e == 31 ? (m != 0 ? NAN : INFINITY)
-                       : ldexp(m + 1024, e - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-static double dec_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Element i of the buffer p, as a double. */
-static double elem(ncclDataType_t dt, const void *p, size_t i) {
-  const char *b = (const char *)p + i * esize(dt);
-  uint16_t h;
-  float f;
-  double d;
-  switch (dt) {
-    case ncclFloat16: memcpy(&h, b, 2); return dec_f16(h);
-    case ncclBfloat16: memcpy(&h, b, 2); return dec_bf16(h);
-    case ncclFloat32: memcpy(&f, b, 4); return f;
-    default: memcpy(&d, b, 8); return d;
-  }
-}
-
-/* A random finite element: random sign and mantissa, the biased exponent
- * field in [elo, ehi] (0: subnormals and zeros). */
-static void rand_elem(ncclDataType_t dt, void *p, size_t i, int elo, int ehi,
-                      uint64_t *rs) {
-  char *b = (char *)p + i * esize(dt);
-  uint64_t r = test_rand(rs);
-  uint64_t e = (uint64_t)elo + (r >> 40) % (uint64_t)(ehi - elo + 1);
-  uint64_t s = r >> 63;
-  uint16_t h;
-  uint32_t u;
-  switch (dt) {
-    case ncclFloat16:
-      h = (uint16_t)(s << 15 | e << 10 | (r & 0x3ff));
-      memcpy(b, &h, 2);
-      break;
-    case ncclBfloat16:
-      h = (uint16_t)(s << 15 | e << 7 | (r & 0x7f));
-      memcpy(b, &h, 2);
-      break;
-    case ncclFloat32:
-      u = (uint32_t)(s << 31 | e << 23 | (r & 0x7fffff));
-      memcpy(b, &u, 4);
-      break;
-    default:
-      r = s << 63 | e << 52 | (test_rand(rs) & 0xfffffffffffffull);
-      memcpy(b, &r, 8);
-      break;
-  }
-}
-
-static int same(double a, double b) {
-  return (isnan(a) && isnan(b)) || (a == b && signbit(a) == signbit(b));
-}
 
 /* ---- three comms through the table ------------------------------------- */
 
@@ -271,7 +143,6 @@ static void fill(tri_t *x, ncclDataType_t dt, ncclRedOp_t op, uint64_t *rs) {
   for (r = 0; r < W; r++)
     for (i = 0; i < N; i++) rand_elem(dt, x->in[r], i, lo, hi, rs);
 }
-
 static int setup(void **state) {
   (void)state;
   nt_install(W, 0, 0);
@@ -574,144 +445,6 @@ static void test_standin_premul(void **state) {
   tri_free(&x);
 }
 
-/* ---- libcoll on NCCL comms (see the top of the file) ------------------- */
-
-struct api_arg {
-  coll_comm_t *comms[W];
-  void *buf[W][3];
-  coll_status_t s[W];
-  char text[W][256];
-};
-
-static void api_setup(struct api_arg *a) {
-  int r, j;
-  memset(a, 0, sizeof *a);
-  assert_int_equal(nt_rank_comms(W, 0, a->comms), 0);
-  for (r = 0; r < W; r++)
-    for (j = 0; j < 3; j++) a->buf[r][j] = standin_dev_alloc(r, N * 8);
-}
-
-static void api_free(struct api_arg *a) {
-  int r, j;
-  for (r = 0; r < W; r++) {
-    coll_comm_destroy(a->comms[r]);
-    for (j = 0; j < 3; j++) standin_dev_free(a->buf[r][j]);
-  }
-  assert_true(nt_no_misuse());
-}
-
-static void i8_avg_rank(int rank, int world, void *p) {
-  struct api_arg *a = p;
-  (void)world;
-  a->s[rank] = coll_allreduce(a->comms[rank], a->buf[rank][0], a->buf[rank][0],
-                              1, COLL_I8, COLL_AVG, NULL);
-  snprintf(a->text[rank], sizeof a->text[rank], "%s", coll_last_error());
-}
-
-static void i32_avg_rank(int rank, int world, void *p) {
-  struct api_arg *a = p;
-  (void)world;
-  a->s[rank] = coll_allreduce(a->comms[rank], a->buf[rank][1], a->buf[rank][1],
-                              1, COLL_I32, COLL_AVG, NULL);
-}
-
-/* Needs coll__nccl_check_numerics in nccl_enqueue.c. NCCL would
- * give 14 for three ranks of 100; libcoll refuses before any NCCL call. */
-static void test_api_i8_avg_refused(void **state) {
-  struct api_arg a;
-  char bad[512] = "";
-  int r;
-  (void)state;
-  api_setup(&a);
-  for (r = 0; r < W; r++) {
-    *(int8_t *)a.buf[r][0] = 100;
-    *(int32_t *)a.buf[r][1] = 100;
-  }
-  test_run_ranks(W, i8_avg_rank, &a, 10000, "i8 avg");
-  for (r = 0; r < W && bad[0] == '\0'; r++)
-    if (a.s[r] != COLL_ERR_UNSUPPORTED ||
-        strstr(a.text[r], "avg of i8 on an NCCL comm") == NULL ||
-        *(int8_t *)a.buf[r][0] != 100) /* nothing may run */
-      snprintf(bad, sizeof bad,
-               "rank %d: i8 avg gave status %d, value %d, text \"%s\"; "
-               "wanted COLL_ERR_UNSUPPORTED (nccl_enqueue.c must call "
-               "coll__nccl_check_numerics)",
-               r, (int)a.s[r], *(int8_t *)a.buf[r][0], a.text[r]);
-  /* The comms still work, and i32 is not refused. */
-  if (bad[0] == '\0') {
-    test_run_ranks(W, i32_avg_rank, &a, 10000, "i32 avg");
-    for (r = 0; r < W && bad[0] == '\0'; r++)
-      if (a.s[r] != COLL_OK || *(int32_t *)a.buf[r][1] != 100)
-        snprintf(bad, sizeof bad, "rank %d: i32 avg: status %d, value %d", r,
-                 (int)a.s[r], *(int32_t *)a.buf[r][1]);
-  }
-  api_free(&a); /* first, so that a failure leaks nothing */
-  if (bad[0] != '\0') fail_msg("%s", bad);
-}
-
-static const coll_dtype_t api_dts[3] = {COLL_F16, COLL_BF16, COLL_F64};
-static const ncclDataType_t api_ndts[3] = {ncclFloat16, ncclBfloat16,
-                                           ncclFloat64};
-
-static void premul_rank(int rank, int world, void *p) {
-  struct api_arg *a = p;
-  coll_buffer_t b[3];
-  int j;
-  (void)world;
-  for (j = 0; j < 3; j++)
-    b[j] = (coll_buffer_t){a->buf[rank][j], N, api_dts[j]};
-  a->s[rank] = coll_allreduce_premul_sum(a->comms[rank], b, 3,
-                                         0.1f * (float)(rank + 1), NULL);
-  snprintf(a->text[rank], sizeof a->text[rank], "%s", coll_last_error());
-}
-
-/* The API test's inputs (the call reduces in place). */
-static unsigned char api_in[W][3][N * 8];
-
-/* Needs coll__nccl_premul_scalar in nccl_enqueue.c (one op per
- * buffer dtype, each with the factor in that type). */
-static void test_api_premul_half_types(void **state) {
-  static const int elo[3] = {10, 120, 1000}, ehi[3] = {20, 135, 1050};
-  struct api_arg a;
-  char bad[512] = "";
-  uint64_t seed = 9;
-  double k[W], v[W], want, got;
-  size_t i;
-  int r, j;
-  (void)state;
-  api_setup(&a);
-  for (r = 0; r < W; r++)
-    for (j = 0; j < 3; j++) {
-      for (i = 0; i < N; i++)
-        rand_elem(api_ndts[j], a.buf[r][j], i, elo[j], ehi[j], &seed);
-      memcpy(api_in[r][j], a.buf[r][j], N * 8);
-    }
-  test_run_ranks(W, premul_rank, &a, 10000, "premul f16/bf16/f64");
-  for (r = 0; r < W && bad[0] == '\0'; r++)
-    if (a.s[r] != COLL_OK)
-      snprintf(bad, sizeof bad,
-               "rank %d: premul over f16, bf16, f64 gave status %d: %s "
-               "(nccl_enqueue.c must use coll__nccl_premul_scalar)",
-               r, (int)a.s[r], a.text[r]);
-  for (j = 0; j < 3 && bad[0] == '\0'; j++) {
-    for (r = 0; r < W; r++)
-      k[r] = model_round(api_ndts[j], (double)(0.1f * (float)(r + 1)));
-    for (i = 0; i < N && bad[0] == '\0'; i++) {
-      for (r = 0; r < W; r++) v[r] = elem(api_ndts[j], api_in[r][j], i);
-      want = model_reduce(api_ndts[j], ncclSum, v, k);
-      for (r = 0; r < W && bad[0] == '\0'; r++) {
-        got = elem(api_ndts[j], a.buf[r][j], i);
-        if (!same(got, want))
-          snprintf(bad, sizeof bad,
-                   "premul buffer %d element %zu rank %d: %a, model %a", j, i,
-                   r, got, want);
-      }
-    }
-  }
-  api_free(&a); /* first, so that a failure leaks nothing */
-  if (bad[0] != '\0') fail_msg("%s", bad);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_premul_scalar_values),
@@ -727,9 +460,6 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_standin_int_avg, setup, teardown),
       cmocka_unit_test_setup_teardown(test_standin_premul, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_api_i8_avg_refused, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_api_premul_half_types, setup,
-                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
