@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuda/gpu_table.h"
+#include "cuda/staging_pool.h"
 #include "test_util.h"
 
 void nt_install(int ndev, int deferred, int version) {
@@ -15,6 +16,39 @@ void nt_install(int ndev, int deferred, int version) {
   cfg.deferred = deferred;
   cfg.version = version;
   standin_install(&cfg);
+}
+
+static int setup_n(void **state, int ndev) {
+  (void)state;
+  nt_install(ndev, 0, 0);
+  return 0;
+}
+
+int nt_setup1(void **state) { return setup_n(state, 1); }
+int nt_setup2(void **state) { return setup_n(state, 2); }
+int nt_setup3(void **state) { return setup_n(state, 3); }
+int nt_setup4(void **state) { return setup_n(state, 4); }
+
+int nt_setup_staged(void **state) {
+  (void)state;
+  coll__staging_segment_set(NT_STAGE_SEG);
+  nt_install(2, 0, 0);
+  return 0;
+}
+
+int nt_setup_staged_deferred(void **state) {
+  (void)state;
+  coll__staging_segment_set(NT_STAGE_SEG);
+  nt_install(2, 1, 0);
+  return 0;
+}
+
+int nt_teardown(void **state) {
+  (void)state;
+  standin_stall(0);
+  standin_uninstall();
+  coll__staging_segment_set(0);
+  return 0;
 }
 
 int nt_current_device(void) {

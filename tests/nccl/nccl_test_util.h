@@ -9,6 +9,19 @@
 /* Installs the stand-in with `ndev` devices and the given options. */
 void nt_install(int ndev, int deferred, int version);
 
+/* CMocka fixtures: the stand-in with 1 to 4 devices; with 2 devices and
+ * the staging segment at NT_STAGE_SEG (plain or deferred streams); and the
+ * teardown for all of them (streams released, stand-in and segment back to
+ * their defaults). */
+#define NT_STAGE_SEG ((size_t)64 << 10) /* small, so staged tests are fast */
+int nt_setup1(void **state);
+int nt_setup2(void **state);
+int nt_setup3(void **state);
+int nt_setup4(void **state);
+int nt_setup_staged(void **state);
+int nt_setup_staged_deferred(void **state);
+int nt_teardown(void **state);
+
 /* `world` per-rank comms made by coll_comm_init_rank on rank threads, rank r
  * on device r % ndev. Returns 0 on success. */
 int nt_rank_comms(int world, int64_t timeout_ms, coll_comm_t **comms);

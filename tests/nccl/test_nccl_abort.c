@@ -16,18 +16,6 @@
 #include "nccl_test_util.h"
 #include "test_util.h"
 
-static int setup(void **state) {
-  (void)state;
-  nt_install(2, 0, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
-
 /* A world-1 comm made by group + split (no rank threads needed). */
 static coll_comm_t *one_comm(int64_t timeout_ms) {
   coll_comm_t *c = NULL;
@@ -242,15 +230,18 @@ static void test_destroy_with_work_in_flight(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_abort_releases_stuck, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_abort_peer_never_joins, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_abort_destroy_race, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_async_error_aborts, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_timeout_aborts, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_destroy_with_work_in_flight, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_abort_releases_stuck, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_abort_peer_never_joins, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_abort_destroy_race, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_async_error_aborts, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_timeout_aborts, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_destroy_with_work_in_flight,
+                                      nt_setup2, nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,18 +21,6 @@
 #define W 3
 #define N 257
 
-static int setup(void **state) {
-  (void)state;
-  nt_install(4, 0, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
-
 static void test_unique_id_round_trip(void **state) {
   coll_unique_id_t a, b, c;
   unsigned char wire[COLL_UNIQUE_ID_BYTES];
@@ -376,7 +364,7 @@ static void test_not_available(void **state) {
   expect_unavailable("/nonexistent/libnccl.so.2");
   unsetenv("COLL_NCCL_LIBRARY");
   coll__nccl_table_install(NULL);
-  nt_install(1, 0, 0); /* for teardown */
+  nt_install(1, 0, 0); /* for nt_teardown */
 }
 
 static void test_env_selection(void **state) {
@@ -487,23 +475,31 @@ static void test_real_libraries(void **state) {
     assert_non_null(strstr(coll_last_error(), "unique_id_create: "));
     print_message("real libraries: %s\n", coll_last_error());
   }
-  nt_install(1, 0, 0); /* for teardown */
+  nt_install(1, 0, 0); /* for nt_teardown */
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_unique_id_round_trip, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_init_validation, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_collectives, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_premul_sum, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_premul_errors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_premul_old_nccl, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_buffer_kinds, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_not_available, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_env_selection, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_comm_from_store, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_real_libraries, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unique_id_round_trip, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_init_validation, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_collectives, nt_setup4, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_premul_sum, nt_setup4, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_premul_errors, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_premul_old_nccl, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_buffer_kinds, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_not_available, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_env_selection, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_comm_from_store, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_real_libraries, nt_setup4,
+                                      nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

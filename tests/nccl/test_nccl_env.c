@@ -17,18 +17,6 @@
 #include "nccl/nccl_env.h"
 #include "nccl_test_util.h"
 
-static int setup_1dev(void **state) {
-  (void)state;
-  nt_install(1, 0, 0);
-  return 0;
-}
-
-static int setup_4dev(void **state) {
-  (void)state;
-  nt_install(4, 0, 0);
-  return 0;
-}
-
 static int teardown(void **state) {
   static const char *const vars[] = {"COLL_BACKEND", "LOCAL_WORLD_SIZE",
                                      "RANK",         "WORLD_SIZE",
@@ -139,12 +127,11 @@ static void test_enough_devices(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_auto_crowded_picks_cpu, setup_1dev,
+      cmocka_unit_test_setup_teardown(test_auto_crowded_picks_cpu, nt_setup1,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_nccl_crowded_fails, setup_1dev,
+      cmocka_unit_test_setup_teardown(test_nccl_crowded_fails, nt_setup1,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_enough_devices, setup_4dev,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_enough_devices, nt_setup4, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

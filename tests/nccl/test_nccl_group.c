@@ -15,18 +15,6 @@
 #include "nccl_test_util.h"
 #include "test_util.h"
 
-static int setup4(void **state) {
-  (void)state;
-  nt_install(4, 0, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
-
 static void expect_create_error(const int *devs, int ndev, const char *text) {
   coll_group_t *g = (coll_group_t *)(uintptr_t)1;
   coll_status_t s = coll_group_create(devs, ndev, &g);
@@ -293,17 +281,20 @@ static void test_not_available(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_create_validation, setup4, teardown),
-      cmocka_unit_test_setup_teardown(test_allreduce_and_device_kept, setup4,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_i8_wraps, setup4, teardown),
-      cmocka_unit_test_setup_teardown(test_call_checks, setup4, teardown),
-      cmocka_unit_test_setup_teardown(test_broadcast_with_streams, setup4,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_split_and_ownership, setup4,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_deferred_streams, setup4, teardown),
-      cmocka_unit_test_setup_teardown(test_not_available, setup4, teardown),
+      cmocka_unit_test_setup_teardown(test_create_validation, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_allreduce_and_device_kept, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_i8_wraps, nt_setup4, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_call_checks, nt_setup4, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_broadcast_with_streams, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_split_and_ownership, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_deferred_streams, nt_setup4,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_not_available, nt_setup4,
+                                      nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,18 +143,6 @@ static void fill(tri_t *x, ncclDataType_t dt, ncclRedOp_t op, uint64_t *rs) {
   for (r = 0; r < W; r++)
     for (i = 0; i < N; i++) rand_elem(dt, x->in[r], i, lo, hi, rs);
 }
-static int setup(void **state) {
-  (void)state;
-  nt_install(W, 0, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
-
 /* ---- the helpers -------------------------------------------------------- */
 
 static void test_premul_scalar_values(void **state) {
@@ -450,16 +438,20 @@ int main(void) {
       cmocka_unit_test(test_premul_scalar_values),
       cmocka_unit_test(test_premul_scalar_refusals),
       cmocka_unit_test(test_check_numerics),
-      cmocka_unit_test_setup_teardown(test_standin_half_types, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_standin_wide_floats, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_standin_f16_overflow, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_standin_nan_minmax, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_standin_bf16_avg_bias, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_standin_int_avg, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_standin_premul, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_standin_half_types, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_wide_floats, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_f16_overflow, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_nan_minmax, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_bf16_avg_bias, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_int_avg, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_premul, nt_setup3,
+                                      nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,18 +22,6 @@
 
 #define N 4096
 
-static int setup(void **state) {
-  (void)state;
-  nt_install(W, 0, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
-
 /* ---- libcoll on NCCL comms (see the top of the file) ------------------- */
 
 struct api_arg {
@@ -174,9 +162,10 @@ static void test_api_premul_half_types(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_api_i8_avg_refused, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_api_premul_half_types, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_api_i8_avg_refused, nt_setup3,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_api_premul_half_types, nt_setup3,
+                                      nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

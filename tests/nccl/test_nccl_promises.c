@@ -19,18 +19,6 @@
 #include "nccl_test_util.h"
 #include "test_util.h"
 
-static int setup(void **state) {
-  (void)state;
-  nt_install(2, 0, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
-
 /* Calls coll_abort(h) after delay_ms and records how long abort took.
  *
  * The bound the tests assert is PROMPT_MS: a comm that waits for a peer
@@ -506,24 +494,28 @@ static void test_timeout_starts_on_the_stream(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_abort_ends_first_use_connect, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_abort_ends_first_use_connect,
+                                      nt_setup2, nt_teardown),
       cmocka_unit_test_setup_teardown(test_timeout_ends_first_use_connect,
-                                      setup, teardown),
-      cmocka_unit_test_setup_teardown(test_init_bounded_and_abortable, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_exchange_completes, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_exchange_by_test, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_tags_refused, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_no_context_on_device0, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_group_handle, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_two_ranks_one_device, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_agreement_when_asked, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_timeout_starts_on_the_stream, setup,
-                                      teardown),
+                                      nt_setup2, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_init_bounded_and_abortable,
+                                      nt_setup2, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_exchange_completes, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_exchange_by_test, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_tags_refused, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_no_context_on_device0, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_group_handle, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_two_ranks_one_device, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_agreement_when_asked, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_timeout_starts_on_the_stream,
+                                      nt_setup2, nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,31 +21,9 @@
 #include "nccl_test_util.h"
 #include "test_util.h"
 
-#define SEG ((size_t)64 << 10)  /* staging segment: small, so tests are fast */
+#define SEG NT_STAGE_SEG
 #define MSG ((size_t)256 << 10) /* floats: 1 MiB, far above SEG */
 #define RANK_BOUND_MS 30000     /* every rank thread ends within this */
-
-static int setup(void **state) {
-  (void)state;
-  coll__staging_segment_set(SEG);
-  nt_install(2, 0, 0);
-  return 0;
-}
-
-static int setup_deferred(void **state) {
-  (void)state;
-  coll__staging_segment_set(SEG);
-  nt_install(2, 1, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_stall(0);
-  standin_uninstall();
-  coll__staging_segment_set(0);
-  return 0;
-}
 
 static float val(int rank, size_t k) {
   return (float)(rank * 1000 + (int)(k % 997));
@@ -500,28 +478,30 @@ static void test_pool_keeps_segment_slabs(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_exchange_send_first, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_exchange_deferred, setup_deferred,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_test_loop, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_test_loop_deferred, setup_deferred,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_staged_recv_too_short, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_abort_staged_recv, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_abort_staged_send_stalled, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_exchange_send_first, nt_setup_staged,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_exchange_deferred,
+                                      nt_setup_staged_deferred, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_test_loop, nt_setup_staged,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_test_loop_deferred,
+                                      nt_setup_staged_deferred, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_staged_recv_too_short,
+                                      nt_setup_staged, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_abort_staged_recv, nt_setup_staged,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_abort_staged_send_stalled,
+                                      nt_setup_staged, nt_teardown),
       cmocka_unit_test_setup_teardown(test_abort_staged_test_loop_stalled,
-                                      setup, teardown),
+                                      nt_setup_staged, nt_teardown),
       cmocka_unit_test_setup_teardown(test_abort_staged_allreduce_stalled,
-                                      setup, teardown),
-      cmocka_unit_test_setup_teardown(test_order_staged_then_host, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_destroy_with_staged, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_pool_keeps_segment_slabs, setup,
-                                      teardown),
+                                      nt_setup_staged, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_order_staged_then_host,
+                                      nt_setup_staged, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_destroy_with_staged, nt_setup_staged,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_pool_keeps_segment_slabs,
+                                      nt_setup_staged, nt_teardown),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]); /* e.g. "*abort*" */
   return cmocka_run_group_tests(tests, NULL, NULL);

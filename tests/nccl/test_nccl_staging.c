@@ -19,29 +19,9 @@
 
 #define W 3
 /* With 64 KiB segments (the default 4 MiB would make the test slow). */
-#define SEG ((size_t)64 << 10)
+#define SEG NT_STAGE_SEG
 #define BIG ((size_t)40 * 1000) /* floats: 160 KB, three segments */
 #define PER ((size_t)11 * 1000) /* per-rank block: three segments */
-
-static int setup(void **state) {
-  (void)state;
-  coll__staging_segment_set(SEG);
-  nt_install(2, 0, 0);
-  return 0;
-}
-
-static int setup_deferred(void **state) {
-  (void)state;
-  coll__staging_segment_set(SEG);
-  nt_install(2, 1, 0);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  standin_uninstall();
-  return 0;
-}
 
 static void test_work_on_device(void **state) {
   float host[4] = {0}, *dev = standin_dev_alloc(1, 16);
@@ -216,10 +196,12 @@ static void test_staged_deferred(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_work_on_device, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_staged_collectives, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_staged_deferred, setup_deferred,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_work_on_device, nt_setup_staged,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_staged_collectives, nt_setup_staged,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_staged_deferred,
+                                      nt_setup_staged_deferred, nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
