@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "api/env_init.h"
+#include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/comm.h"
@@ -18,8 +19,6 @@
 
 /* Bounds the world so per-rank key tables stay reasonable. */
 #define ENV_WORLD_MAX (1 << 20)
-/* Where rank 0 leaves the NCCL unique id in the rendezvous store. */
-#define UID_KEY "coll/nccl/unique_id"
 
 typedef struct env_job {
   int rank;
@@ -71,8 +70,8 @@ static coll_status_t read_env(env_job_t *j) {
                           &j->master_port);
 }
 
-coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
-                                  const coll_comm_config_t *cfg,
+coll_status_t coll__env_nccl_comm(const coll_store_ops_t *store, int rank,
+                                  int world, const coll_comm_config_t *cfg,
                                   int64_t timeout_ms, coll_comm_t **out) {
   coll_unique_id_t id;
   size_t len = 0;
@@ -84,14 +83,19 @@ coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
                      store == NULL ? "store" : "out");
   if (rank == 0) {
     s = coll_unique_id_create(&id);
-    if (s == COLL_OK) s = coll__store_set(store, UID_KEY, &id, sizeof id);
+    if (s == COLL_OK) s = coll__kv_set(store, COLL_KV_UID_KEY, &id, sizeof id);
   } else {
-    s = coll__store_get(store, UID_KEY, &id, sizeof id, &len, timeout_ms);
-    if (s == COLL_OK && len != sizeof id)
+    s = coll__kv_get(store, COLL_KV_UID_KEY, &id, sizeof id, &len, timeout_ms);
+    if (s == COLL_ERR_TIMEOUT)
+      s = coll__err(s,
+                    "rank 0 did not set the NCCL unique id ('%s') in the "
+                    "store within %lld ms",
+                    COLL_KV_UID_KEY, (long long)timeout_ms);
+    else if (s == COLL_OK && len != sizeof id)
       s = coll__err(COLL_ERR_PROTOCOL,
-                    "nccl init: the unique id in the store is %zu bytes, "
+                    "the unique id in the store ('%s') is %zu bytes, "
                     "expected %zu",
-                    len, sizeof id);
+                    COLL_KV_UID_KEY, len, sizeof id);
   }
   if (s != COLL_OK) {
     coll__err_prefix("nccl init");
@@ -108,6 +112,7 @@ static coll_status_t nccl_init(const env_job_t *j,
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
   coll_rdv_t *r = NULL;
+  coll_store_ops_t ops;
   coll_status_t s;
   int64_t left;
   COLL_CHECK(
@@ -122,8 +127,9 @@ static coll_status_t nccl_init(const env_job_t *j,
   COLL_CHECK(coll__rdv_open(&rc, &r));
   left = coll__remaining_ms(rc.deadline_ms);
   /* 0 would read as "the default" there; a spent budget is 1 ms. */
-  s = coll__env_nccl_comm(coll__rdv_store(r), j->rank, j->world, cfg,
-                          left == 0 ? 1 : left, out);
+  coll__store_client_ops(coll__rdv_store(r), &ops);
+  s = coll__env_nccl_comm(&ops, j->rank, j->world, cfg, left == 0 ? 1 : left,
+                          out);
   if (s != COLL_OK) {
     coll__rdv_abandon(r);
     return s;
