@@ -455,8 +455,13 @@ COLL_API coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
 COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
                                         const coll_comm_config_t *cfg,
                                         coll_comm_t **out);
-/* Creates a comm from the torchrun environment: RANK, WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT (and COLL_* knobs). TCP transport for host
+/* Creates a comm from the launcher's environment: RANK and WORLD_SIZE as
+ * torchrun sets them, else (when neither is set) Open MPI's mpirun's
+ * OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/SIZE, else Slurm's
+ * SLURM_PROCID/NTASKS: the first launcher that sets either of its pair is
+ * used and the others are ignored; half a pair is an error. MASTER_ADDR
+ * and MASTER_PORT (rank 0's host and a free port there) are required under
+ * every launcher; COLL_* knobs apply. TCP transport for host
  * buffers; with the NCCL backend built and a GPU present, an NCCL comm whose
  * unique id travels through the same rendezvous store (COLL_BACKEND
  * chooses). cfg may be NULL. *out is the comm, NULL on failure, with
@@ -464,7 +469,8 @@ COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
  * rank arrived and connected (and, for NCCL, NCCL's init finished), bounded
  * by cfg's timeout (else COLL_TIMEOUT_MS); an NCCL init is also ended by
  * cfg's abort handle. Returns INVALID_ARG (a variable missing or malformed,
- * naming it; the config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable
+ * naming it, or no launcher's rank at all, naming those looked for; the
+ * config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable
  * NCCL), TIMEOUT (naming the ranks that never came), PEER_LOST, PROTOCOL
  * (a handshake refused), SYSTEM (the port in use, a socket call), BACKEND
  * (NCCL's init failed), ABORTED. One thread per call; one comm per

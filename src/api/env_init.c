@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* env_init.c: coll_comm_init_env, a comm from torchrun's environment
- * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): NCCL when the NCCL backend
- * is selected, else the CPU ring over the TCP transport. */
+/* env_init.c: coll_comm_init_env, a comm from the launcher's environment
+ * (torchrun's RANK and WORLD_SIZE, or mpirun's, PMI's or srun's: see
+ * core/launch.h; MASTER_ADDR, MASTER_PORT): NCCL when the NCCL backend is
+ * selected, else the CPU ring over the TCP transport. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/launch.h"
 #include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"
 
@@ -27,47 +29,40 @@ typedef struct env_job {
   int master_port;
 } env_job_t;
 
-/* A required integer variable within [lo, hi]; `range` says which values
- * are allowed, for the message. */
-static coll_status_t env_required_int(coll_env_t id, int64_t lo, int64_t hi,
-                                      const char *range, int *out) {
-  const char *name = coll__env_name(id), *v = coll__env(id);
+/* MASTER_PORT: required, 1..65535. */
+static coll_status_t read_port(int *out) {
+  const char *v = coll__env(COLL_ENV_MASTER_PORT);
   char *end = NULL;
   long long x;
   if (v == NULL)
     return coll__err(COLL_ERR_INVALID_ARG,
-                     "%s is not set (coll_comm_init_env needs RANK, "
-                     "WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun "
-                     "sets them)",
-                     name);
+                     "MASTER_PORT is not set (the port of rank 0's store, "
+                     "as torchrun sets it; under mpirun or srun export it, "
+                     "e.g. MASTER_PORT=29500)");
   errno = 0;
   x = strtoll(v, &end, 10);
-  if (errno == ERANGE)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s=%s is out of range (%s)", name,
-                     v, range);
-  if (errno != 0 || end == v || *end != '\0')
-    return coll__err(COLL_ERR_INVALID_ARG, "%s='%s' is not a number", name, v);
-  if (x < lo || x > hi)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s=%lld is out of range (%s)", name,
-                     x, range);
+  if (errno != ERANGE && (errno != 0 || end == v || *end != '\0'))
+    return coll__err(COLL_ERR_INVALID_ARG, "MASTER_PORT='%s' is not a number",
+                     v);
+  if (errno == ERANGE || x < 1 || x > 65535)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "MASTER_PORT=%s is out of range (1..65535)", v);
   *out = (int)x;
   return COLL_OK;
 }
 
 static coll_status_t read_env(env_job_t *j) {
-  char range[64];
-  COLL_CHECK(env_required_int(COLL_ENV_WORLD_SIZE, 1, ENV_WORLD_MAX,
-                              "1..1048576", &j->world));
-  snprintf(range, sizeof range, "0..%d for WORLD_SIZE=%d", j->world - 1,
-           j->world);
-  COLL_CHECK(env_required_int(COLL_ENV_RANK, 0, j->world - 1, range, &j->rank));
+  coll_launch_t l;
+  COLL_CHECK(coll__launch_read(ENV_WORLD_MAX, &l));
+  j->rank = l.rank;
+  j->world = l.world;
   j->master_addr = coll__env(COLL_ENV_MASTER_ADDR);
   if (j->master_addr == NULL)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "MASTER_ADDR is not set (the host of rank 0, as "
-                     "torchrun sets it)");
-  return env_required_int(COLL_ENV_MASTER_PORT, 1, 65535, "1..65535",
-                          &j->master_port);
+                     "torchrun sets it; under mpirun or srun export it, e.g. "
+                     "the first host of the job)");
+  return read_port(&j->master_port);
 }
 
 coll_status_t coll__env_nccl_comm(const coll_store_ops_t *store, int rank,
