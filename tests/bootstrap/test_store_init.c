@@ -326,7 +326,8 @@ static void test_bad_arguments(void **state) {
 
 /* Rank 2 of 3 alone: its wait for rank 0's address ends at the comm's
  * timeout, naming the key and both missing ranks (found by asking the
- * store without waiting), with no socket or thread left behind. */
+ * store without waiting), with no socket or thread left behind; then the
+ * same bounded by COLL_TIMEOUT_MS. */
 static void test_absent_ranks_named(void **state) {
   job_t *j = new_job(3, 500);
   int fds, threads;
@@ -346,6 +347,19 @@ static void test_absent_ranks_named(void **state) {
   assert_true(j->views[2].zero_gets >= 2);
   assert_int_equal(count_entries("/proc/self/fd"), fds);
   assert_int_equal(count_entries("/proc/self/task"), threads);
+  free_job(j);
+
+  /* Without a timeout in the config, COLL_TIMEOUT_MS bounds the wait. */
+  j = new_job(2, 0);
+  j->absent[0] = 1;
+  setenv("COLL_TIMEOUT_MS", "300", 1);
+  run(j);
+  assert_int_equal(j->s[1], COLL_ERR_TIMEOUT);
+  if (strstr(j->why[1],
+             "'coll/addr/0' did not appear in the store within 300 ms: 1 "
+             "of 2 ranks never set their address (coll/addr/<rank>): "
+             "rank 0") == NULL)
+    fail_msg("%s", j->why[1]);
   free_job(j);
 }
 
