@@ -446,6 +446,25 @@ static void test_get_fails(void **state) {
   test_kv_free(v.kv);
 }
 
+/* The questions asked after a timeout: a store that fails them reports
+ * that failure; one that has every address by then says it came late. */
+static void test_probe_after_timeout(void **state) {
+  test_kv_view_t v = {0};
+  (void)state;
+  setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  v.kv = test_kv_new();
+  v.late = 1;
+  v.fail_probe = COLL_ERR_PEER_LOST;
+  v.fail_text = "kv gone";
+  EXPECT_ALONE(&v, 1, 2, NULL, 0, COLL_ERR_PEER_LOST,
+               "the store's get of 'coll/addr/0' failed: kv gone");
+  v.fail_probe = COLL_OK;
+  EXPECT_ALONE(&v, 1, 2, "127.0.0.1:9", 11, COLL_ERR_TIMEOUT,
+               "'coll/addr/0' did not appear in the store within 2000 ms "
+               "(every address is there now: too late)");
+  test_kv_free(v.kv);
+}
+
 /* Values that cannot be an address: empty, too long, malformed. */
 static void test_wrong_values(void **state) {
   test_kv_view_t v = {0};
@@ -475,6 +494,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_rank0_alone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_set_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_get_fails, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_probe_after_timeout, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_wrong_values, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

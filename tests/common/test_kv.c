@@ -139,6 +139,10 @@ static coll_status_t kv_get(void *ctx, const char *key, void *value, size_t cap,
   int i, rc = 0;
   if (v->fail_get != COLL_OK) return failed(v, v->fail_get);
   if (timeout_ms == 0) v->zero_gets++;
+  if (timeout_ms == 0 && v->fail_probe != COLL_OK)
+    return failed(v, v->fail_probe);
+  if (timeout_ms != 0 && v->late)
+    return coll_set_last_error(COLL_ERR_TIMEOUT, "test store: late");
   full_key(v, key, k);
   clock_gettime(CLOCK_MONOTONIC, &dl);
   if (timeout_ms > 0) {

@@ -26,12 +26,14 @@ int test_kv_count(test_kv_t *kv);
  * to every key, as torch's PrefixStore does), and fails as told. */
 typedef struct test_kv_view {
   test_kv_t *kv;
-  const char *prefix;     /* NULL: none */
-  coll_status_t fail_set; /* not COLL_OK: every set returns it */
-  coll_status_t fail_get; /* not COLL_OK: every get returns it */
-  const char *fail_text;  /* recorded by a failing slot; NULL: none */
-  int forget_len;         /* get says COLL_OK but leaves *len alone */
-  int64_t zero_gets;      /* gets that were asked not to wait */
+  const char *prefix;       /* NULL: none */
+  coll_status_t fail_set;   /* not COLL_OK: every set returns it */
+  coll_status_t fail_get;   /* not COLL_OK: every get returns it */
+  const char *fail_text;    /* recorded by a failing slot; NULL: none */
+  int forget_len;           /* get says COLL_OK but leaves *len alone */
+  int late;                 /* a get that may wait times out, key or not */
+  coll_status_t fail_probe; /* not COLL_OK: a get told not to wait fails */
+  int64_t zero_gets;        /* gets that were asked not to wait */
 } test_kv_view_t;
 
 /* Fills *ops (size, ctx = v, set, get) for v. */
