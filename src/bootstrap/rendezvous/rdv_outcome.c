@@ -51,7 +51,9 @@ static void add_part(char *msg, size_t cap, size_t *used, int rank,
       (size_t)snprintf(msg + *used, cap - *used, "; rank %d: %s", rank, why);
 }
 
-/* Every outcome (or the list of silent ranks) into one verdict. */
+/* Every outcome (or the list of silent ranks) into one verdict. The silent
+ * ranks come first in the text: a rank that died is the likely cause of
+ * the others' failures (their meshes miss it). */
 static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
   char v[OUTCOME_MAX], key[COLL_RDV_KEY_MAX], names[300];
   char parts[COLL_ERRMSG_MAX];
@@ -61,6 +63,9 @@ static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
   if (failed == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
   parts[0] = '\0';
+  for (k = 0; k < nsilent; k++)
+    add_part(parts, sizeof parts, &used, silent[k],
+             "it did not report its setup outcome (it died or hangs)");
   for (q = 0, k = 0; q < r->world; q++) {
     size_t len = 0;
     int code = 0, off = 0;
@@ -68,8 +73,6 @@ static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
       k++;
       failed[nfailed++] = q;
       if (worst == COLL_OK) worst = COLL_ERR_TIMEOUT;
-      add_part(parts, sizeof parts, &used, q,
-               "it did not report its setup outcome (it died or hangs)");
       continue;
     }
     snprintf(key, sizeof key, "outcome/%d", q);
