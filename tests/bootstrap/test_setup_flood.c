@@ -130,11 +130,19 @@ static int flood(flood_job_t *j, const char *addr, const uint8_t *half,
                  size_t nhalf) {
   struct sockaddr_storage ss;
   socklen_t len;
+  int64_t end = test_now_ms() + WAIT_MS;
   int k;
   if (coll__tcp_addr_parse(addr, &ss, &len) != COLL_OK) return -1;
   for (k = 0; k < N_IDLE + N_HALF; k++) {
     struct pollfd pf;
-    int fd = dial(&ss, len);
+    int fd;
+    if (test_now_ms() > end) {
+      snprintf(j->flood_err, sizeof j->flood_err,
+               "flooding %s took over %d ms (connects not accepted?)", addr,
+               WAIT_MS);
+      return -1;
+    }
+    fd = dial(&ss, len);
     if (fd < 0) {
       snprintf(j->flood_err, sizeof j->flood_err, "connect to %s: %s", addr,
                strerror(errno));
