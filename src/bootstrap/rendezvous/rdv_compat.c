@@ -16,7 +16,10 @@
 #include "transport/tcp/wire.h"
 
 #define COMPAT_TEXT_MAX 200
-#define COMPAT_GET_MS 5000
+/* Each rank writes its record before it joins, on the same connection, so
+ * once every rank joined every record is there: rank 0 looks without
+ * waiting. */
+#define COMPAT_GET_MS 0
 #define COMPAT_GROUPS_SHOWN 4
 
 coll_rdv_test_hooks_t coll__rdv_test_hooks = {-1, 0, 0, -1, NULL, NULL};
@@ -119,11 +122,13 @@ coll_status_t coll__rdv_compat_check(coll_rdv_t *r) {
     snprintf(key, sizeof key, "compat/%d", q);
     s = coll__store_get(r->store, key, texts[q], COMPAT_TEXT_MAX - 1, &len,
                         COMPAT_GET_MS);
-    if (s == COLL_ERR_LENGTH_MISMATCH) {
-      /* Longer than any text this build writes: not this build. */
-      snprintf(texts[q], COMPAT_TEXT_MAX,
-               "a build with a longer "
-               "compatibility record");
+    if (s == COLL_ERR_LENGTH_MISMATCH || s == COLL_ERR_TIMEOUT) {
+      /* Longer than any text this build writes, or none although the rank
+       * joined (its record precedes its join): another build. */
+      snprintf(texts[q], COMPAT_TEXT_MAX, "%s",
+               s == COLL_ERR_TIMEOUT
+                   ? "a libcoll without the compatibility record"
+                   : "a build with a longer compatibility record");
       len = strlen(texts[q]);
       s = COLL_OK;
     }
