@@ -4,7 +4,8 @@
  * that claims another version (test hooks, rendezvous.h), and a rank
  * process that exits during setup, before and after its mesh connected:
  * every surviving rank returns the same status and the same text, naming
- * the ranks or links that failed. */
+ * the ranks or links that failed; and rank 0, the store's host, exiting:
+ * no rank returns OK. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,7 +142,8 @@ static void test_version_mismatch(void **state) {
 
 typedef struct proc_job {
   job_t j;             /* in shared memory: the children write into it */
-  const char *exit_at; /* the phase at which rank 2 exits */
+  int exit_rank;       /* the rank that exits */
+  const char *exit_at; /* at this phase */
 } proc_job_t;
 
 /* A child's own copy (private memory): which rank it is. */
@@ -150,22 +152,24 @@ typedef struct proc_arg {
   int rank;
 } proc_arg_t;
 
-static const char *exit_phase;
+static const proc_job_t *exit_plan; /* the child's copy of the plan */
 
-static void exit_rank2(int rank, const char *phase) {
-  if (rank == 2 && strcmp(phase, exit_phase) == 0) _exit(3);
+static void exit_at_phase(int rank, const char *phase) {
+  if (rank == exit_plan->exit_rank && strcmp(phase, exit_plan->exit_at) == 0)
+    _exit(3);
 }
 
 static int child(void *arg) {
   proc_arg_t *a = arg;
-  exit_phase = a->p->exit_at;
-  coll__rdv_test_hooks.phase = exit_rank2;
+  exit_plan = a->p;
+  coll__rdv_test_hooks.phase = exit_at_phase;
   run_rank(&a->p->j, a->rank);
   return a->p->j.s[a->rank] == COLL_OK ? 0 : 1;
 }
 
-static void exits_at(const char *phase) {
-  static const int others[3] = {0, 1, 3};
+/* Runs the 4 rank processes with rank `who` exiting at `phase`; the
+ * others' results stay in *p (unmapped by the caller). */
+static proc_job_t *run_exit(int who, const char *phase) {
   proc_job_t *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   pid_t pids[WORLD];
@@ -175,6 +179,7 @@ static void exits_at(const char *phase) {
   memset(p, 0, sizeof *p);
   p->j.port = bt_free_port("127.0.0.1");
   p->j.timeout_ms = 3000;
+  p->exit_rank = who;
   p->exit_at = phase;
   for (r = 0; r < WORLD; r++) {
     args[r] = (proc_arg_t){p, r};
@@ -184,7 +189,15 @@ static void exits_at(const char *phase) {
   for (r = 0; r < WORLD; r++) code[r] = bt_wait_child(pids[r], 30000);
   for (r = 0; r < WORLD; r++)
     if (code[r] < 0) fail_msg("rank %d did not finish within 30 s", r);
-  assert_int_equal(code[2], 3);
+  for (r = 0; r < WORLD; r++)
+    if (code[r] != (r == who ? 3 : 1))
+      fail_msg("rank %d exited with %d: %s", r, code[r], p->j.why[r]);
+  return p;
+}
+
+static void exits_at(const char *phase) {
+  static const int others[3] = {0, 1, 3};
+  proc_job_t *p = run_exit(2, phase);
   assert_same_failure(&p->j, others, 3, COLL_ERR_TIMEOUT);
   must_contain(p->j.why[0],
                "rank 2: it did not report its setup outcome (it died or "
@@ -206,10 +219,26 @@ static void test_rank_exits_after_mesh(void **state) {
   exits_at("meshed");
 }
 
+/* Rank 0, which serves the store, exits with its mesh connected: nobody
+ * is left to agree through, and no other rank returns OK. */
+static void test_store_dies_after_mesh(void **state) {
+  proc_job_t *p;
+  int r;
+  (void)state;
+  p = run_exit(0, "meshed");
+  for (r = 1; r < WORLD; r++) {
+    if (p->j.s[r] == COLL_OK) fail_msg("rank %d returned OK", r);
+    printf("rank %d: %s\n", r, p->j.why[r]);
+    must_contain(p->j.why[r], "lost the rendezvous store on rank 0");
+  }
+  munmap(p, sizeof *p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rank_exits_before_mesh),
       cmocka_unit_test(test_rank_exits_after_mesh),
+      cmocka_unit_test(test_store_dies_after_mesh),
       cmocka_unit_test(test_one_link_down),
       cmocka_unit_test(test_version_mismatch),
   };
