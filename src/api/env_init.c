@@ -125,12 +125,10 @@ static coll_status_t nccl_init(const env_job_t *j,
   coll__store_client_ops(coll__rdv_store(r), &ops);
   s = coll__env_nccl_comm(&ops, j->rank, j->world, cfg, left == 0 ? 1 : left,
                           out);
-  if (s != COLL_OK) {
-    coll__rdv_abandon(r);
-    return s;
-  }
-  s = coll__rdv_finish(r);
-  if (s != COLL_OK) {
+  /* Every rank returns the same: an NCCL init that failed anywhere fails
+   * everywhere (rdv_outcome.c). */
+  s = coll__rdv_conclude(r, s);
+  if (s != COLL_OK && *out != NULL) {
     coll_comm_destroy(*out);
     *out = NULL;
   }

@@ -2,42 +2,33 @@
 /* rendezvous.c: ranks meeting through the store. Keys:
  *   joined/<r>  counter, 1 once rank r arrived (2: a second process
  *               claimed the same rank)
- *   verdict     set by rank 0 only: "ok" once every joined/<r> exists, or
- *               "FAIL <reason>" naming the ranks still missing at its
- *               deadline, so every waiting rank fails with the same names
+ *   compat/<r>  rank r's versions and wire options (rdv_compat.c),
+ *               written before it joins
+ *   verdict     set by rank 0 only: "ok" once every joined/<r> exists and
+ *               every compat/<r> matches rank 0's, or "FAIL <status>
+ *               <reason>" naming the ranks still missing at its deadline
+ *               or the incompatible ones, so every waiting rank fails with
+ *               the same names
  *   ack/<r>     rank r read a FAIL verdict (rank 0 lingers briefly for it)
  *   addr/<r>    rank r's transport address
+ *   outcome/<r> rank r's setup outcome (rdv_outcome.c)
  *   done/<r>    rank r no longer needs the store; rank 0 stops it after
  *               every done/<r> exists */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/rendezvous/rendezvous.h"
+#include "bootstrap/rendezvous/rdv_int.h"
 #include "bootstrap/store/store_ext.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/tcp/tcp.h"
 
-/* A rank that waits for rank 0's verdict allows it this much longer than
- * its own timeout, so rank 0 (whose deadline may fall a little later) gets
- * to name the missing ranks for everyone. */
-#define RDV_VERDICT_GRACE_MS 2000
 /* After a FAIL verdict, rank 0 keeps the store up this long at most for the
  * ranks that are present to read it. */
 #define RDV_LINGER_MS 2000
-#define RDV_KEY_MAX 32
-
-struct coll_rdv {
-  coll_store_server_t *server; /* rank 0 only */
-  coll_store_t *store;
-  int rank;
-  int world;
-  int64_t deadline_ms;
-  int64_t timeout_ms; /* for messages */
-  char where[COLL_ADDR_TEXT_MAX + 48];
-};
+#define RDV_KEY_MAX COLL_RDV_KEY_MAX
 
 void coll__format_ranks(char *out, size_t cap, const int *ranks, int n) {
   size_t used = 0;
@@ -49,8 +40,7 @@ void coll__format_ranks(char *out, size_t cap, const int *ranks, int n) {
   if (i < n) snprintf(out + used, cap - used, " and %d more", n - i);
 }
 
-/* Keys "<prefix>/0" .. "<prefix>/<world-1>" in one allocation. */
-static const char **rank_keys(const char *prefix, int world) {
+const char **coll__rdv_rank_keys(const char *prefix, int world) {
   const char **keys = malloc((size_t)world * (sizeof *keys + RDV_KEY_MAX));
   char *names = (char *)(keys + world);
   int i;
@@ -66,7 +56,7 @@ static const char **rank_keys(const char *prefix, int world) {
  * still missing, or `otherwise` when none is. */
 static coll_status_t name_missing(coll_rdv_t *r, const char *prefix,
                                   const char *verb, const char *otherwise) {
-  const char **keys = rank_keys(prefix, r->world);
+  const char **keys = coll__rdv_rank_keys(prefix, r->world);
   int *missing = malloc((size_t)r->world * sizeof *missing), n = 0;
   char ranks[300];
   coll_status_t s;
@@ -95,7 +85,7 @@ out:
 /* After a FAIL verdict, keeps the store up (RDV_LINGER_MS at most) until
  * every rank that did join has read it. */
 static void linger(coll_rdv_t *r, const char *const *joined) {
-  const char **acks = rank_keys("ack", r->world);
+  const char **acks = coll__rdv_rank_keys("ack", r->world);
   int *missing = malloc((size_t)r->world * sizeof *missing);
   int n = 0, i, j = 0, k = 0;
   if (acks != NULL && missing != NULL &&
@@ -115,13 +105,14 @@ static void linger(coll_rdv_t *r, const char *const *joined) {
 
 /* Rank 0: waits for every rank, then tells them all the outcome. */
 static coll_status_t judge(coll_rdv_t *r) {
-  const char **keys = rank_keys("joined", r->world);
+  const char **keys = coll__rdv_rank_keys("joined", r->world);
   char verdict[COLL_ERRMSG_MAX + 8], reason[COLL_ERRMSG_MAX];
   coll_status_t s;
   if (keys == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "rendezvous: no memory");
   s = coll__store_wait(r->store, keys, r->world,
                        coll__remaining_ms(r->deadline_ms));
+  if (s == COLL_OK) s = coll__rdv_compat_check(r);
   if (s == COLL_OK) {
     free(keys);
     return coll__store_set(r->store, "verdict", "ok", 2);
@@ -132,7 +123,7 @@ static coll_status_t judge(coll_rdv_t *r) {
   /* The ranks that are here learn the names at once, instead of each
    * timing out on its own; then the store may go. */
   coll__err_save(reason);
-  snprintf(verdict, sizeof verdict, "FAIL %s", reason);
+  snprintf(verdict, sizeof verdict, "FAIL %d %s", (int)s, reason);
   if (coll__store_set(r->store, "verdict", verdict, strlen(verdict)) == COLL_OK)
     linger(r, keys);
   free(keys);
@@ -145,9 +136,10 @@ static coll_status_t hear_verdict(coll_rdv_t *r) {
   char v[COLL_ERRMSG_MAX + 8], key[RDV_KEY_MAX];
   int64_t left = coll__remaining_ms(r->deadline_ms);
   size_t len = 0;
+  int code = 0, off = 0;
   coll_status_t s;
   s = coll__store_get(r->store, "verdict", v, sizeof v - 1, &len,
-                      left < 0 ? -1 : left + RDV_VERDICT_GRACE_MS);
+                      left < 0 ? -1 : left + COLL_RDV_GRACE_MS);
   if (s == COLL_ERR_TIMEOUT)
     return name_missing(r, "joined", "did not join",
                         "rank 0 never confirmed that every rank joined");
@@ -159,13 +151,20 @@ static coll_status_t hear_verdict(coll_rdv_t *r) {
   if (strcmp(v, "ok") == 0) return COLL_OK;
   snprintf(key, sizeof key, "ack/%d", r->rank);
   (void)coll__store_set(r->store, key, "1", 1);
-  return coll__err(COLL_ERR_TIMEOUT, "%s",
-                   strncmp(v, "FAIL ", 5) == 0 ? v + 5 : v);
+  /* "FAIL <status> <reason>": the status rank 0 failed with. */
+  if (sscanf(v, "FAIL %d %n", &code, &off) < 1 || code <= 0 || off == 0)
+    return coll__err(COLL_ERR_PROTOCOL, "rendezvous: rank 0 sent '%s'", v);
+  return coll__err((coll_status_t)code, "%s", v + off);
 }
 
 static coll_status_t join(coll_rdv_t *r) {
-  char key[RDV_KEY_MAX];
+  char key[RDV_KEY_MAX], compat[256];
   int64_t n = 0;
+  coll_status_t s;
+  /* Before joining, so rank 0 finds it once everyone joined. */
+  snprintf(key, sizeof key, "compat/%d", r->rank);
+  coll__rdv_compat_text(r->rank, compat, sizeof compat);
+  COLL_CHECK(coll__store_set(r->store, key, compat, strlen(compat)));
   snprintf(key, sizeof key, "joined/%d", r->rank);
   COLL_CHECK(coll__store_add(r->store, key, 1, &n));
   if (n != 1)
@@ -173,7 +172,10 @@ static coll_status_t join(coll_rdv_t *r) {
                      "rendezvous at %s: rank %d joined twice (two processes "
                      "have RANK=%d)",
                      r->where, r->rank, r->rank);
-  return r->rank == 0 ? judge(r) : hear_verdict(r);
+  s = r->rank == 0 ? judge(r) : hear_verdict(r);
+  if (s == COLL_OK && coll__rdv_test_hooks.phase != NULL)
+    coll__rdv_test_hooks.phase(r->rank, "joined");
+  return s;
 }
 
 /* Rank 0 serves the store on MASTER_ADDR:MASTER_PORT. */
@@ -242,7 +244,7 @@ coll_status_t coll__rdv_finish(coll_rdv_t *r) {
   snprintf(key, sizeof key, "done/%d", r->rank);
   COLL_CHECK_GOTO(coll__store_set(r->store, key, "1", 1), s, out);
   if (r->rank != 0) goto out;
-  keys = rank_keys("done", r->world);
+  keys = coll__rdv_rank_keys("done", r->world);
   if (keys == NULL) {
     s = coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
     goto out;
@@ -261,6 +263,9 @@ out:
 static coll_status_t rdv_publish(void *ctx, int rank, const char *addr) {
   char key[RDV_KEY_MAX];
   snprintf(key, sizeof key, "addr/%d", rank);
+  if (rank == coll__rdv_test_hooks.publish_rank &&
+      coll__rdv_test_hooks.publish_addr != NULL)
+    addr = coll__rdv_test_hooks.publish_addr;
   return coll__store_set(((coll_rdv_t *)ctx)->store, key, addr, strlen(addr));
 }
 

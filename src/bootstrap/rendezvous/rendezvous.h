@@ -72,6 +72,13 @@ coll_store_t *coll__rdv_store(coll_rdv_t *r);
  * every rank to say so, then stops the store; the others return at once.
  * Frees r in all cases. One thread. */
 coll_status_t coll__rdv_finish(coll_rdv_t *r);
+/* Ends the setup all or nothing (rdv_outcome.c): reports this rank's
+ * outcome `mine` (COLL_OK, or a failure whose text is in coll_last_error),
+ * waits for every rank's, and returns COLL_OK only when every rank
+ * succeeded; otherwise every rank returns the same status and text naming
+ * the failed ranks and why. Then finishes like coll__rdv_finish (frees r).
+ * One thread. */
+coll_status_t coll__rdv_conclude(coll_rdv_t *r, coll_status_t mine);
 /* Abandons the rendezvous after a failure: closes the client and, on rank
  * 0, stops the store. NULL is a no-op. */
 void coll__rdv_abandon(coll_rdv_t *r);
@@ -80,6 +87,21 @@ void coll__rdv_abandon(coll_rdv_t *r);
  * "addr/<rank>", lookup waits for it. */
 struct coll_tcp_rdv;
 void coll__rdv_tcp_adapter(coll_rdv_t *r, struct coll_tcp_rdv *out);
+
+/* Test hooks, read by the rendezvous; tests set them before any rank
+ * starts. Not exported from libcoll.so (tests link the internal library),
+ * so a program cannot turn them on. Off: ranks -1, phase NULL. */
+typedef struct coll_rdv_test_hooks {
+  int claim_rank;           /* this rank claims the versions below */
+  int claim_version;        /* as coll_version() would return it */
+  unsigned claim_wire;      /* as COLL_TCP_WIRE_VERSION */
+  int publish_rank;         /* this rank publishes publish_addr instead of */
+  const char *publish_addr; /* its listener's address */
+  /* Called with "joined" after the rendezvous, "meshed" before the
+   * outcome is reported. */
+  void (*phase)(int rank, const char *phase);
+} coll_rdv_test_hooks_t;
+extern coll_rdv_test_hooks_t coll__rdv_test_hooks;
 
 /* Formats "2, 5, 7" (at most a line, then "and N more") from rank ids. */
 void coll__format_ranks(char *out, size_t cap, const int *ranks, int n);

@@ -100,13 +100,11 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
                         job,       token,      mesh_timeout(rc.deadline_ms)};
   coll__rdv_tcp_adapter(r, &rdv);
   s = coll__tcp_transport_create(&o, &rdv, &t);
+  /* Every rank returns the same: a mesh that failed anywhere fails
+   * everywhere (rdv_outcome.c). */
+  s = coll__rdv_conclude(r, s);
   if (s != COLL_OK) {
-    coll__rdv_abandon(r);
-    return s;
-  }
-  s = coll__rdv_finish(r);
-  if (s != COLL_OK) {
-    coll_transport_destroy(t);
+    if (t != NULL) coll_transport_destroy(t);
     return s;
   }
   *out = t;

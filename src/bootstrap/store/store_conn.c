@@ -35,10 +35,18 @@ static void on_closed(uv_handle_t *h) {
   free(c);
 }
 
+static void leave_unauth(store_conn_t *c) {
+  if (!c->in_unauth) return;
+  coll__smap_link_remove(&c->ulink);
+  c->in_unauth = 0;
+  c->srv->n_unauth--;
+}
+
 void coll__store_conn_close(store_conn_t *c) {
   if (c->closing) return;
   c->closing = 1;
   c->reading = 0;
+  leave_unauth(c);
   if (c->wentry != NULL) coll__store_unpark(c);
   coll__smap_link_remove(&c->link);
   uv_close((uv_handle_t *)&c->timer, on_closed);
@@ -125,8 +133,11 @@ static void on_timer(uv_timer_t *t) {
     return;
   }
   /* A handshake that never finished, or a drain that never completed. */
-  if (!c->authed && c->state == STORE_CONN_READING)
+  if (!c->authed && c->state == STORE_CONN_READING) {
     atomic_fetch_add(&c->srv->n_refused, 1);
+    coll__refusal_note(&c->srv->refusals, c->where,
+                       "no HELLO within the handshake bound");
+  }
   coll__store_conn_close(c);
 }
 
@@ -137,8 +148,7 @@ void coll__store_conn_fail(store_conn_t *c, uint8_t code, const char *fmt,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  COLL_INFO(COLL_LOG_BOOT, "store %s:%d: dropping a client: %s", c->srv->addr,
-            c->srv->port, msg);
+  coll__refusal_note(&c->srv->refusals, c->where, msg);
   atomic_fetch_add(&c->srv->n_refused, 1);
   if (c->wentry != NULL) coll__store_unpark(c);
   c->state = STORE_CONN_DRAINING;
@@ -262,6 +272,7 @@ static void serve_hello(store_conn_t *c) {
   }
   coll__store_mac(token, "coll-store-server", cnonce, c->snonce, mac);
   c->authed = 1;
+  leave_unauth(c);
   if (coll__store_reply(c, COLL_STORE_ST_OK, 0, mac, sizeof mac, NULL, 0) != 0)
     return;
   coll__store_request_done(c);
@@ -290,10 +301,48 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   coll__store_serve(c);
 }
 
+int coll__store_evict_oldest(coll_store_server_t *srv, const char *why) {
+  store_conn_t *c;
+  if (coll__smap_link_empty(&srv->unauth)) return 0;
+  c = (store_conn_t *)((char *)srv->unauth.next -
+                       offsetof(store_conn_t, ulink));
+  atomic_fetch_add(&srv->n_refused, 1);
+  coll__refusal_note(&srv->refusals, c->where, why);
+  coll__store_conn_close(c);
+  return 1;
+}
+
+/* The client's address as text, for refusal lines. */
+static void peer_name(store_conn_t *c) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  char ip[48] = "?";
+  snprintf(c->where, sizeof c->where, "?");
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return;
+  if (ss.ss_family == AF_INET6) {
+    uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+    snprintf(c->where, sizeof c->where, "[%s]:%u", ip,
+             (unsigned)ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+  } else if (ss.ss_family == AF_INET) {
+    uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+    snprintf(c->where, sizeof c->where, "%s:%u", ip,
+             (unsigned)ntohs(((struct sockaddr_in *)&ss)->sin_port));
+  }
+}
+
 void coll__store_conn_start(coll_store_server_t *srv, store_conn_t *c) {
   uint64_t flags = srv->token != NULL ? COLL_STORE_FLAG_TOKEN : 0;
   coll__smap_link_init(&c->wlink);
   coll__smap_link_push(&srv->conns, &c->link);
+  peer_name(c);
+  /* Oldest first: the one evicted when a newcomer finds the table full. */
+  if (srv->n_unauth >= srv->unauth_cap)
+    (void)coll__store_evict_oldest(srv,
+                                   "evicted: too many clients had not "
+                                   "finished their HELLO");
+  coll__smap_link_push(&srv->unauth, &c->ulink);
+  c->in_unauth = 1;
+  srv->n_unauth++;
   uv_timer_init(&srv->loop, &c->timer);
   c->timer.data = c;
   c->open_handles = 2;

@@ -9,8 +9,11 @@
 
 #include "bootstrap/store/store.h"
 
-/* Without a HELLO within this long, the server drops a connection. */
-#define COLL_STORE_HANDSHAKE_MS_DEFAULT 30000
+/* Without a HELLO within this long, the server drops a connection. A rank
+ * sends it one round trip after connecting; the bound only limits how long
+ * a silent client holds its descriptor (eviction keeps ranks from waiting
+ * on them). */
+#define COLL_STORE_HANDSHAKE_MS_DEFAULT 5000
 
 typedef struct coll_store_stats {
   uint64_t accepted; /* connections accepted */

@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "bootstrap/store/store_srv.h"
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/fd_budget.h"
 #include "core/log.h"
 
 #define STORE_BACKLOG 4096
@@ -21,8 +23,19 @@ static void on_connection(uv_stream_t *listener, int status) {
   coll_store_server_t *srv = listener->data;
   store_conn_t *c;
   if (status < 0) {
-    COLL_WARN(COLL_LOG_BOOT, "store %s:%d: accept failed: %s", srv->addr,
-              srv->port, uv_strerror(status));
+    /* EMFILE and the like can repeat per connection: one line a second. */
+    int64_t now = coll__now_ms();
+    if (now - srv->accept_warned_at >= 1000) {
+      srv->accept_warned_at = now;
+      COLL_WARN(COLL_LOG_BOOT, "store %s:%d: accept failed: %s", srv->addr,
+                srv->port, uv_strerror(status));
+    }
+    /* Free a descriptor for the next one from a client that has not
+     * authenticated. */
+    if (status == UV_EMFILE || status == UV_ENFILE)
+      (void)coll__store_evict_oldest(srv,
+                                     "evicted: this process ran out of "
+                                     "file descriptors");
     return;
   }
   c = calloc(1, sizeof *c);
@@ -54,6 +67,7 @@ static void on_stop(uv_async_t *a) {
   }
   uv_close((uv_handle_t *)&srv->listener, NULL);
   uv_close((uv_handle_t *)&srv->stop_async, NULL);
+  coll__refusal_flush(&srv->refusals);
 }
 
 static void loop_main(void *arg) {
@@ -159,6 +173,10 @@ static coll_status_t server_open(const char *bind_ip, int port,
   atomic_init(&srv->handshake_ms, COLL_STORE_HANDSHAKE_MS_DEFAULT);
   coll__smap_init(&srv->map);
   coll__smap_link_init(&srv->conns);
+  coll__smap_link_init(&srv->unauth);
+  srv->unauth_cap =
+      coll__fd_budget(8, COLL_STORE_UNAUTH_MIN, COLL_STORE_UNAUTH_MAX);
+  srv->accept_warned_at = coll__now_ms() - 1000;
   if (token != NULL && token[0] != '\0' &&
       (srv->token = strdup(token)) == NULL) {
     server_free(srv, 0);
@@ -173,6 +191,11 @@ static coll_status_t server_open(const char *bind_ip, int port,
   uv_tcp_init(&srv->loop, &srv->listener);
   srv->listener.data = srv;
   COLL_CHECK_GOTO(bind_listen(srv, bind_ip, port), s, fail);
+  {
+    char what[96];
+    snprintf(what, sizeof what, "store %s:%d", srv->addr, srv->port);
+    coll__refusal_log_init(&srv->refusals, COLL_LOG_BOOT, what);
+  }
   rc = uv_async_init(&srv->loop, &srv->stop_async, on_stop);
   if (rc != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "store: uv_async_init: %s", uv_strerror(rc));

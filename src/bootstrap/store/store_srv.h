@@ -12,6 +12,13 @@
 #include "bootstrap/store/store_ext.h"
 #include "bootstrap/store/store_map.h"
 #include "bootstrap/store/store_proto.h"
+#include "core/refusal_log.h"
+
+/* Clients that have not finished their HELLO: at most this many (and an
+ * eighth of the fd limit); a newcomer past it evicts the oldest, so idle
+ * connections never lock a rank out of the store. */
+#define COLL_STORE_UNAUTH_MAX 1024
+#define COLL_STORE_UNAUTH_MIN 16
 
 struct coll_store_server {
   uv_loop_t loop;
@@ -23,7 +30,12 @@ struct coll_store_server {
   char *token;                      /* NULL: no token */
   atomic_int_fast64_t handshake_ms; /* HELLO must arrive within this */
   coll_smap_t map;
-  coll_smap_link_t conns; /* every open connection */
+  coll_smap_link_t conns;  /* every open connection */
+  coll_smap_link_t unauth; /* those before their HELLO, oldest first */
+  int n_unauth;
+  int unauth_cap;
+  int64_t accept_warned_at;    /* last WARN about a failed accept */
+  coll_refusal_log_t refusals; /* rate-limited WARN lines */
   /* Statistics for tests; any thread reads them. */
   atomic_uint_fast64_t n_accepted;
   atomic_uint_fast64_t n_refused; /* closed for a bad request or token */
@@ -48,8 +60,11 @@ typedef struct store_conn {
   uv_tcp_t tcp;
   uv_timer_t timer; /* handshake, wait timeout or drain bound */
   coll_store_server_t *srv;
-  coll_smap_link_t link; /* in srv->conns */
-  int open_handles;      /* tcp + timer until both close callbacks ran */
+  coll_smap_link_t link;  /* in srv->conns */
+  coll_smap_link_t ulink; /* in srv->unauth until authed */
+  int in_unauth;
+  char where[64];   /* the client's address, for messages */
+  int open_handles; /* tcp + timer until both close callbacks ran */
   int closing;
   int reading;
   int authed; /* the HELLO exchange succeeded */
@@ -74,6 +89,9 @@ typedef struct store_conn {
 /* Takes over an accepted connection: sends the server HELLO and starts
  * reading. Loop thread. */
 void coll__store_conn_start(coll_store_server_t *srv, store_conn_t *c);
+/* Closes the oldest unauthenticated connection (logged as a refusal);
+ * 0 when there is none. Loop thread. */
+int coll__store_evict_oldest(coll_store_server_t *srv, const char *why);
 /* Closes a connection (idempotent); freed after its handles closed. */
 void coll__store_conn_close(store_conn_t *c);
 /* Queues a reply (header + a + b); 0, or -1 when out of memory (the

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rdv_outcome.c: the end of the setup is all or nothing. Once its part of
+ * the mesh is connected (or has failed), every rank writes its outcome to
+ * the store as "outcome/<r>" ("ok", or its status and error text) and waits
+ * for every rank's; then all of them return the same thing: COLL_OK when
+ * every outcome is "ok", else the status of the lowest failing rank and one
+ * text naming every failing rank and why. A rank that never reports (it
+ * died, or hangs) is named by the others when the timeout and
+ * COLL_RDV_GRACE_MS have passed. Rank 0 keeps the store up until every
+ * rank has read the outcomes ("done/<r>"), or COLL_RDV_GRACE_MS more.
+ *
+ * The limits: the store lives in rank 0, so if rank 0 dies first the
+ * others fail with the store's error, each with its own text; and a rank
+ * that dies after it read "all ok" but before returning cannot be helped:
+ * the others have returned COLL_OK and learn of it at their first
+ * collective (COLL_ERR_PEER_LOST naming it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/rendezvous/rdv_int.h"
+#include "bootstrap/store/store_ext.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define OUTCOME_MAX (COLL_ERRMSG_MAX + 16)
+
+/* The wait for everyone's word: our own deadline and a grace, so a rank
+ * whose mesh failed exactly at the shared deadline still gets heard. */
+static int64_t hear_ms(const coll_rdv_t *r) {
+  int64_t left = coll__remaining_ms(r->deadline_ms);
+  return left < 0 ? -1 : left + COLL_RDV_GRACE_MS;
+}
+
+static coll_status_t publish(coll_rdv_t *r, coll_status_t mine) {
+  char v[OUTCOME_MAX], key[COLL_RDV_KEY_MAX];
+  snprintf(key, sizeof key, "outcome/%d", r->rank);
+  if (mine == COLL_OK)
+    snprintf(v, sizeof v, "ok");
+  else
+    snprintf(v, sizeof v, "%d %s", (int)mine, coll_last_error());
+  return coll__store_set(r->store, key, v, strlen(v));
+}
+
+/* Appends "; rank 3: why" to msg. */
+static void add_part(char *msg, size_t cap, size_t *used, int rank,
+                     const char *why) {
+  if (*used >= cap) return;
+  *used +=
+      (size_t)snprintf(msg + *used, cap - *used, "; rank %d: %s", rank, why);
+}
+
+/* Every outcome (or the list of silent ranks) into one verdict. The silent
+ * ranks come first in the text: a rank that died is the likely cause of
+ * the others' failures (their meshes miss it). */
+static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
+  char v[OUTCOME_MAX], key[COLL_RDV_KEY_MAX], names[300];
+  char parts[COLL_ERRMSG_MAX];
+  int *failed = malloc((size_t)r->world * sizeof *failed), nfailed = 0, q, k;
+  coll_status_t worst = COLL_OK, s = COLL_OK;
+  size_t used = 0;
+  if (failed == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
+  parts[0] = '\0';
+  for (k = 0; k < nsilent; k++)
+    add_part(parts, sizeof parts, &used, silent[k],
+             "it did not report its setup outcome (it died or hangs)");
+  for (q = 0, k = 0; q < r->world; q++) {
+    size_t len = 0;
+    int code = 0, off = 0;
+    if (k < nsilent && silent[k] == q) {
+      k++;
+      failed[nfailed++] = q;
+      if (worst == COLL_OK) worst = COLL_ERR_TIMEOUT;
+      continue;
+    }
+    snprintf(key, sizeof key, "outcome/%d", q);
+    s = coll__store_get(r->store, key, v, sizeof v - 1, &len, 0);
+    if (s != COLL_OK) goto out;
+    v[len] = '\0';
+    if (strcmp(v, "ok") == 0) continue;
+    failed[nfailed++] = q;
+    if (sscanf(v, "%d %n", &code, &off) < 1 || code <= 0) {
+      code = COLL_ERR_PROTOCOL;
+      off = 0;
+    }
+    if (worst == COLL_OK) worst = (coll_status_t)code;
+    add_part(parts, sizeof parts, &used, q, v + off);
+  }
+  if (nfailed == 0) goto out;
+  coll__format_ranks(names, sizeof names, failed, nfailed);
+  /* The names first, so truncation only ever cuts the reasons. */
+  s = coll__err(worst, "setup failed on %d of %d ranks (rank%s %s)%s", nfailed,
+                r->world, nfailed > 1 ? "s" : "", names, parts);
+out:
+  free(failed);
+  return s;
+}
+
+/* Rank 0: keeps the store up until every rank read the outcomes. */
+static void linger(coll_rdv_t *r) {
+  const char **keys = coll__rdv_rank_keys("done", r->world);
+  if (keys == NULL) return;
+  (void)coll__store_wait(r->store, keys, r->world, COLL_RDV_GRACE_MS);
+  free(keys);
+}
+
+coll_status_t coll__rdv_conclude(coll_rdv_t *r, coll_status_t mine) {
+  const char **keys = coll__rdv_rank_keys("outcome", r->world);
+  int *silent = malloc((size_t)r->world * sizeof *silent), nsilent = 0;
+  char key[COLL_RDV_KEY_MAX];
+  coll_status_t s;
+  if (keys == NULL || silent == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
+    goto out;
+  }
+  if (coll__rdv_test_hooks.phase != NULL)
+    coll__rdv_test_hooks.phase(r->rank, "meshed");
+  COLL_CHECK_GOTO(publish(r, mine), s, lost);
+  s = coll__store_wait(r->store, keys, r->world, hear_ms(r));
+  if (s == COLL_ERR_TIMEOUT)
+    s = coll__store_missing(r->store, keys, r->world, silent, &nsilent);
+  if (s != COLL_OK) goto lost;
+  s = agree(r, silent, nsilent);
+  if (s == COLL_OK)
+    COLL_INFO(COLL_LOG_BOOT, "setup: all %d ranks report success", r->world);
+  /* From here the verdict stands, whatever happens to the store. */
+  snprintf(key, sizeof key, "done/%d", r->rank);
+  {
+    char why[COLL_ERRMSG_MAX];
+    coll__err_save(why);
+    (void)coll__store_set(r->store, key, "1", 1);
+    if (r->rank == 0) linger(r);
+    coll__err_restore(why);
+  }
+  goto out;
+lost:
+  coll__err_prefix(
+      "setup: lost the rendezvous store on rank 0 while the "
+      "ranks agreed on the outcome");
+out:
+  free(keys);
+  free(silent);
+  coll__rdv_abandon(r);
+  return s;
+}
