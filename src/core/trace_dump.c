@@ -136,10 +136,11 @@ int coll__trace_dump(coll_trace_t *t, const char *reason) {
   int err;
   if (t == NULL || pattern == NULL) return -1;
   if (coll__trace_path(pattern, t, path, sizeof path) != 0) {
+    /* The pattern last and cut short: the log line has room for the why. */
     COLL_WARN(COLL_LOG_COLL,
-              "flight recorder: COLL_TRACE_FILE=%s expands "
-              "to a path too long; nothing written",
-              pattern);
+              "flight recorder: COLL_TRACE_FILE expands to a path too long "
+              "(over %zu bytes); nothing written (COLL_TRACE_FILE=%.80s...)",
+              sizeof path - 1, pattern);
     return -1;
   }
   copy = malloc((size_t)t->cap * sizeof *copy);

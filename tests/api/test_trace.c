@@ -3,7 +3,8 @@
  * comm's last collectives, a timeout writes them with the peer it waited
  * on, SIGUSR1 writes every comm of the process and still reaches the
  * handler installed before, the ring wraps at COLL_TRACE_ENTRIES, nothing
- * is written when it is off, and an unwritable path is a WARN, not a crash.
+ * is written when it is off, COLL_TRACE_ENTRIES is bounded, and an
+ * unwritable or too long path is a WARN, not a crash.
  * Every file is read back with Python's json module (trace_json.py). */
 #include <dirent.h>
 #include <fcntl.h>
@@ -417,38 +418,90 @@ static void test_off_writes_nothing(void **state) {
   end("off writes nothing");
 }
 
-/* ---- an unwritable path ------------------------------------------------ */
-
-static void test_unwritable_path_warns(void **state) {
-  char dir[512], log[600], text[4096];
+/* Runs fn with stderr caught in a file; returns what it wrote. */
+static void with_stderr(void (*fn)(void), char *text, size_t cap) {
+  char log[600];
   int fd, saved;
   ssize_t n;
-  (void)state;
-  begin();
-  setup_case("unwritable", "missing/sub-%r.json", -1, dir, sizeof dir);
   snprintf(log, sizeof log, "%s/stderr.txt", g_root);
-  /* The WARN goes to stderr: catch it in a file. */
   fflush(stderr);
   saved = dup(2);
   fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  assert_true(saved >= 0 && fd >= 0);
+  if (saved < 0 || fd < 0) {
+    t_fail(&g_fails, "cannot catch stderr in %s", log);
+    text[0] = '\0';
+    return;
+  }
   dup2(fd, 2);
   close(fd);
-  abort_one_comm();
+  fn();
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
   fd = open(log, O_RDONLY);
-  assert_true(fd >= 0);
-  n = read(fd, text, sizeof text - 1);
-  close(fd);
+  n = fd >= 0 ? read(fd, text, cap - 1) : -1;
+  if (fd >= 0) close(fd);
   text[n > 0 ? n : 0] = '\0';
+}
+
+/* ---- an unwritable path ------------------------------------------------ */
+
+static void test_unwritable_path_warns(void **state) {
+  char dir[512], text[4096];
+  (void)state;
+  begin();
+  setup_case("unwritable", "missing/sub-%r.json", -1, dir, sizeof dir);
+  /* The WARN goes to stderr. */
+  with_stderr(abort_one_comm, text, sizeof text);
   if (strstr(text, "WARN") == NULL ||
       strstr(text, "flight recorder: cannot write") == NULL ||
       strstr(text, "missing/sub-0.json") == NULL)
     t_fail(&g_fails, "no WARN naming the path; stderr was: %s", text);
   CHECK(count_files(dir) == 0);
   end("an unwritable path warns");
+}
+
+/* ---- COLL_TRACE_ENTRIES out of bounds, and a path too long ------------ */
+
+/* The ring size a comm made now gets, from its abort file. */
+static unsigned entries_max_now(const char *dir) {
+  char path[600];
+  t_doc_t d;
+  abort_one_comm();
+  snprintf(path, sizeof path, "%s/b-0.json", dir);
+  if (read_doc(path, &d) != 0) return 0;
+  remove(path);
+  return d.max;
+}
+
+static void test_entries_bounds_and_long_path(void **state) {
+  char dir[512], text[4096], *longname;
+  (void)state;
+  begin();
+  setup_case("bounds", "b-%r.json", -1, dir, sizeof dir);
+  setenv("COLL_TRACE_ENTRIES", "99999999", 1);
+  CHECK(entries_max_now(dir) == 65536); /* capped */
+  setenv("COLL_TRACE_ENTRIES", "-3", 1);
+  CHECK(entries_max_now(dir) == 256); /* the default */
+  setenv("COLL_TRACE_ENTRIES", "many", 1);
+  /* Not a number: a WARN naming it, then the default. */
+  with_stderr(abort_one_comm, text, sizeof text);
+  if (strstr(text, "COLL_TRACE_ENTRIES=many") == NULL)
+    t_fail(&g_fails, "no WARN naming COLL_TRACE_ENTRIES=many; stderr: %s",
+           text);
+  CHECK(entries_max_now(dir) == 256);
+  unsetenv("COLL_TRACE_ENTRIES");
+  /* A pattern whose expansion does not fit a path: a WARN, no file. */
+  longname = malloc(5000);
+  assert_non_null(longname);
+  memset(longname, 'x', 4999);
+  longname[4999] = '\0';
+  setenv("COLL_TRACE_FILE", longname, 1);
+  with_stderr(abort_one_comm, text, sizeof text);
+  if (strstr(text, "too long") == NULL)
+    t_fail(&g_fails, "no WARN for a path too long; stderr: %s", text);
+  free(longname);
+  end("entries out of bounds, a path too long");
 }
 
 static int remove_tree(const char *path) {
@@ -465,6 +518,7 @@ int main(void) {
       cmocka_unit_test(test_ring_wraps),
       cmocka_unit_test(test_off_writes_nothing),
       cmocka_unit_test(test_unwritable_path_warns),
+      cmocka_unit_test(test_entries_bounds_and_long_path),
   };
   struct sigaction sa;
   const char *tmp = getenv("TMPDIR");
