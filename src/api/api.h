@@ -36,8 +36,8 @@ coll_status_t coll__check_batch(const char *what, const coll_comm_t *c,
                                 const coll_buffer_t *bufs, size_t nbufs);
 
 /* Submits w under the abort handle's issue guard. req == NULL: blocking,
- * waits and returns the result. Never holds the guard across a wait. */
-coll_status_t coll__issue(coll_comm_t *c, const coll_work_t *w,
-                          coll_request_t **req);
+ * waits and returns the result. Never holds the guard across a wait.
+ * Records w in the comm's flight recorder, if any (sets w->trace_seq). */
+coll_status_t coll__issue(coll_comm_t *c, coll_work_t *w, coll_request_t **req);
 
 #endif

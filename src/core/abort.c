@@ -81,8 +81,12 @@ coll_status_t coll__abort_handle_link(coll_abort_handle_t *parent,
 
 void coll__abort_locked(coll_abort_handle_t *h) {
   atomic_store(&h->aborted, 1);
-  if (h->comm != NULL && atomic_exchange(&h->claimed, 1) == 0)
+  if (h->comm != NULL && atomic_exchange(&h->claimed, 1) == 0) {
+    /* Before the backend fails what is in flight: the file shows what the
+     * comm was doing when it was aborted. */
+    if (h->comm->trace != NULL) (void)coll__trace_dump(h->comm->trace, "abort");
     h->comm->ops->abort(h->comm);
+  }
 }
 
 coll_status_t coll_comm_abort_handle(coll_comm_t *c,

@@ -95,6 +95,7 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank, int world,
     snprintf(c->name, sizeof c->name, "%s", name);
   else
     snprintf(c->name, sizeof c->name, "%s rank %d/%d", ops->name, rank, world);
+  c->trace = coll__trace_new(rank, world, ops->name, c->name);
   uv_mutex_lock(&c->abort->guard);
   c->abort->comm = c;
   uv_mutex_unlock(&c->abort->guard);
@@ -108,6 +109,7 @@ void coll__comm_free_shell(coll_comm_t *c) {
   if (c->abort->comm == c) c->abort->comm = NULL;
   uv_mutex_unlock(&c->abort->guard);
   coll_abort_handle_release(c->abort);
+  coll__trace_release(c->trace);
   free(c);
 }
 

@@ -11,6 +11,7 @@
 
 #include "coll.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "core/work.h"
 
 /* A request: each backend embeds this header first in its own struct. */
@@ -21,6 +22,10 @@ typedef struct coll_request_ops {
 
 struct coll_request {
   const coll_request_ops_t *ops;
+  /* Set by the issue path for a nonblocking call: coll_wait records the
+   * end in the comm's flight recorder (a reference; NULL when off). */
+  coll_trace_t *trace;
+  uint64_t trace_seq;
 };
 
 /* A backend: the API layer never asks which one it talks to. */
@@ -79,6 +84,7 @@ struct coll_comm {
   int64_t timeout_ms; /* < 0: none */
   char name[64];
   coll_abort_handle_t *abort; /* the comm's own reference */
+  coll_trace_t *trace;        /* flight recorder (a reference); NULL: off */
 };
 
 /* Builds a comm shell (abort handle included) for a backend; the caller

@@ -61,7 +61,11 @@
   X(SIMD, "COLL_SIMD",                                                        \
     "reduction kernels: auto (default), scalar, avx2, avx512")                \
   X(BACKEND, "COLL_BACKEND",                                                  \
-    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")
+    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")  \
+  X(TRACE_FILE, "COLL_TRACE_FILE",                                            \
+    "flight recorder file; %r rank, %p pid, %c comm number (unset: off)")     \
+  X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
+    "collectives the flight recorder keeps per comm (256; 0: off)")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,

@@ -53,6 +53,9 @@ typedef struct coll_work {
   coll_buffer_t *bufs;
   coll_buffer_t inline_bufs[COLL_WORK_INLINE_BUFS];
   int batch; /* allreduce_batch (also with no buffers): named as such */
+  /* Its sequence number in the comm's flight recorder (set by the issue
+   * path; 0: not recorded). */
+  uint64_t trace_seq;
 } coll_work_t;
 
 /* The name a user called: "allreduce_batch" for a batch, else the kind's. */

@@ -32,7 +32,7 @@ static int is_fatal(coll_status_t s) {
          s == COLL_ERR_SYSTEM || s == COLL_ERR_INTERNAL;
 }
 
-coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
+static coll_status_t run_work(coll_cpu_t *cpu, const coll_work_t *w) {
   const char *what = coll__work_what(w);
   coll_status_t s;
   COLL_CHECK(coll__cpu_check_usable(cpu, what));
@@ -51,5 +51,18 @@ coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   }
   if (is_fatal(s) || atomic_load(&cpu->t->aborted))
     coll__cpu_set_broken(cpu, s);
+  return s;
+}
+
+coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_trace_t *t = cpu->comm->trace;
+  coll_status_t s;
+  if (t == NULL) return run_work(cpu, w);
+  (void)coll__trace_take_peer(); /* forget an earlier collective's */
+  s = run_work(cpu, w);
+  /* Here, on the thread that ran it, the end time is exact and the peer of
+   * a failed wait is known. */
+  coll__trace_end(t, w->trace_seq, s,
+                  s != COLL_OK ? coll__trace_take_peer() : -1);
   return s;
 }

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 #define OPS_HAS(ops, slot) \
   ((ops)->size >= offsetof(coll_transport_ops_t, slot) + sizeof((ops)->slot))
@@ -89,14 +90,20 @@ int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }
 
 int coll_transport_size(const coll_transport_t *t) { return t ? t->world : -1; }
 
+/* Each posted request's peer is noted for the flight recorder, which
+ * names the peer a failed wait was on (a few stores, thread-local). */
 coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req) {
-  return t->ops.isend(t->ctx, peer, tag, buf, len, req);
+  coll_status_t s = t->ops.isend(t->ctx, peer, tag, buf, len, req);
+  if (s == COLL_OK) coll__trace_note_req(*req, peer);
+  return s;
 }
 
 coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
                             void *buf, size_t cap, coll_treq_t *req) {
-  return t->ops.irecv(t->ctx, peer, tag, buf, cap, req);
+  coll_status_t s = t->ops.irecv(t->ctx, peer, tag, buf, cap, req);
+  if (s == COLL_OK) coll__trace_note_req(*req, peer);
+  return s;
 }
 
 coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
@@ -106,6 +113,7 @@ coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
                                 len ? len : &dummy);
   if (s == COLL_ERR_TIMEOUT && coll_last_error()[0] == '\0')
     coll__err(s, "no progress before the comm's timeout");
+  if (s != COLL_OK) coll__trace_note_failed(req);
   return s;
 }
 

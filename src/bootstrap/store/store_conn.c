@@ -18,7 +18,6 @@
 #define STORE_WQ_HIGH (256u * 1024u)
 /* A final error reply gets this long to go out before the socket closes. */
 #define STORE_DRAIN_MS 2000
-#define STORE_HELLO_BODY (COLL_STORE_NONCE_BYTES + COLL_STORE_MAC_BYTES)
 
 typedef struct store_wreq {
   uv_write_t req;
@@ -187,49 +186,9 @@ static void note_body_size(coll_store_server_t *srv, size_t n) {
  * the body should be read next, -1 when the connection is failing. */
 static int check_header(store_conn_t *c) {
   coll_store_hdr_t *h = &c->hdr;
-  uint32_t min_body = 0, max_body = COLL_STORE_BODY_MAX;
-  coll__store_hdr_decode(c->hdr_buf, h);
-  if (h->magic != COLL_STORE_MAGIC) {
-    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                          "not a libcoll store message (magic 0x%08x)",
-                          h->magic);
-    return -1;
-  }
-  if (h->version != COLL_STORE_VERSION) {
-    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                          "store protocol version %u; this server speaks %u",
-                          h->version, COLL_STORE_VERSION);
-    return -1;
-  }
-  if (!c->authed) {
-    if (h->code != COLL_STORE_OP_HELLO || h->nkeys != 0 ||
-        h->body_len != STORE_HELLO_BODY) {
-      coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                            "expected HELLO first, got op %u with %u bytes",
-                            h->code, h->body_len);
-      return -1;
-    }
-    min_body = max_body = STORE_HELLO_BODY;
-  } else {
-    int one_key = h->code == COLL_STORE_OP_SET ||
-                  h->code == COLL_STORE_OP_GET || h->code == COLL_STORE_OP_ADD;
-    if (!one_key && h->code != COLL_STORE_OP_WAIT) {
-      coll__store_conn_fail(c, COLL_STORE_ST_BAD, "unknown store op %u",
-                            h->code);
-      return -1;
-    }
-    if ((one_key && h->nkeys != 1) ||
-        (!one_key && (h->nkeys < 1 || h->nkeys > COLL_STORE_WAIT_KEYS_MAX))) {
-      coll__store_conn_fail(c, COLL_STORE_ST_BAD, "op %u names %u keys",
-                            h->code, h->nkeys);
-      return -1;
-    }
-    min_body = 3u * h->nkeys; /* each key: a u16 length and >= 1 byte */
-  }
-  if (h->body_len < min_body || h->body_len > max_body) {
-    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                          "request claims a %u-byte body; allowed %u..%u",
-                          h->body_len, min_body, max_body);
+  char why[160];
+  if (coll__store_check_hdr(c->hdr_buf, c->authed, h, why, sizeof why) != 0) {
+    coll__store_conn_fail(c, COLL_STORE_ST_BAD, "%s", why);
     return -1;
   }
   c->body = malloc(h->body_len);

@@ -30,32 +30,22 @@ static int has_key(const store_conn_t *c, int i) {
 /* Splits the body into its keys. Returns the offset of what follows them,
  * or -1 when the body is malformed (the connection is then failing). */
 static long parse_keys(store_conn_t *c) {
-  const uint8_t *b = c->body;
-  size_t n = c->hdr.body_len, off = 0;
-  int i;
+  size_t end = 0;
+  int bad = 0;
   c->keys = malloc(c->hdr.nkeys * sizeof *c->keys);
   if (c->keys == NULL) {
     coll__store_conn_fail(c, COLL_STORE_ST_BAD, "server out of memory");
     return -1;
   }
-  for (i = 0; i < c->hdr.nkeys; i++) {
-    size_t len;
-    if (n - off < 2) goto bad;
-    len = coll__get_le16(b + off);
-    off += 2;
-    if (len == 0 || len > COLL_STORE_KEY_MAX || n - off < len) goto bad;
-    if (memchr(b + off, '\0', len) != NULL) goto bad;
-    c->keys[i].off = (uint32_t)off;
-    c->keys[i].len = (uint16_t)len;
-    off += len;
+  if (coll__store_split_keys(c->body, c->hdr.body_len, c->hdr.nkeys, c->keys,
+                             &end, &bad) != 0) {
+    coll__store_conn_fail(c, COLL_STORE_ST_BAD,
+                          "malformed key %d: keys are 1..%d bytes without NUL",
+                          bad, COLL_STORE_KEY_MAX);
+    return -1;
   }
   c->nkeys = c->hdr.nkeys;
-  return (long)off;
-bad:
-  coll__store_conn_fail(c, COLL_STORE_ST_BAD,
-                        "malformed key %d: keys are 1..%d bytes without NUL", i,
-                        COLL_STORE_KEY_MAX);
-  return -1;
+  return (long)end;
 }
 
 /* Replies TIMEOUT listing (as u32 indices) the keys that still miss. */

@@ -11,6 +11,7 @@
 
 #include "bootstrap/store/store_ext.h"
 #include "bootstrap/store/store_map.h"
+#include "bootstrap/store/store_parse.h"
 #include "bootstrap/store/store_proto.h"
 #include "core/refusal_log.h"
 
@@ -50,11 +51,6 @@ typedef enum store_conn_state {
   STORE_CONN_WAITING, /* a GET/WAIT waits for a key; reading paused */
   STORE_CONN_DRAINING /* a final error reply is being written */
 } store_conn_state_t;
-
-typedef struct store_key {
-  uint32_t off; /* offset of the key bytes in the body */
-  uint16_t len;
-} store_key_t;
 
 typedef struct store_conn {
   uv_tcp_t tcp;

@@ -201,11 +201,19 @@ typedef enum tcp_ev {
 } tcp_ev_t;
 
 #define TCP_WHY_MAX 200
+/* A connection's receive staging buffer (rbuf), bytes. */
+#define COLL_TCP_RBUF_BYTES (64 * 1024)
 
 /* tcp_rx.c: receive side (rmu held by the caller of each). With force,
  * reads to the end even past the early-message budget (the peer is
  * closing, so what it still sends is bounded). */
 tcp_ev_t coll__tcp_rx_progress(tcp_conn_t *c, int force, char *why);
+/* The frame state machine over the bytes already staged in rbuf
+ * (rbuf[rpos..rend)), with no I/O: TCP_EV_NONE once it needs more bytes or
+ * held a header back (rpaused set), else the event that stopped it. The
+ * progress call above reads and calls it; the frame fuzzer calls it
+ * directly. rbuf holds COLL_TCP_RBUF_BYTES. */
+tcp_ev_t coll__tcp_rx_staged(tcp_conn_t *c, int force, char *why);
 /* Matches r against the early messages: returns 1 if one was found (r is
  * complete, or now receives the message still arriving), else 0. */
 int coll__tcp_rx_match(tcp_conn_t *c, tcp_req_t *r);

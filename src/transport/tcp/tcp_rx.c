@@ -13,7 +13,7 @@
 
 /* Staging for headers and small payloads: one recv() often brings a header
  * and its payload, or several small frames, at once. */
-#define RBUF_SIZE (64 * 1024)
+#define RBUF_SIZE COLL_TCP_RBUF_BYTES
 /* A payload remainder this long is read straight into its destination. */
 #define DIRECT_MIN (16 * 1024)
 /* Spare early-message buffers kept per connection, and their largest size. */
@@ -373,6 +373,25 @@ static tcp_ev_t lost(tcp_conn_t *c, ssize_t n, char *why) {
   return TCP_EV_LOST;
 }
 
+tcp_ev_t coll__tcp_rx_staged(tcp_conn_t *c, int force, char *why) {
+  for (;;) {
+    if (c->rstate == RS_HDR && c->rend - c->rpos >= COLL_TCP_FRAME_BYTES) {
+      tcp_ev_t ev = on_header(c, force, why);
+      if (ev == TCP_EV_PAUSE) {
+        c->rpaused = 1;
+        return TCP_EV_NONE;
+      }
+      if (ev != TCP_EV_NONE) return ev;
+      continue;
+    }
+    if (c->rstate == RS_BODY && c->rpos < c->rend) {
+      consume_staged(c);
+      continue;
+    }
+    return TCP_EV_NONE;
+  }
+}
+
 tcp_ev_t coll__tcp_rx_progress(tcp_conn_t *c, int force, char *why) {
   int budget = RX_BUDGET;
   if (c->rstate >= RS_CLOSED) return TCP_EV_NONE;
@@ -385,20 +404,8 @@ tcp_ev_t coll__tcp_rx_progress(tcp_conn_t *c, int force, char *why) {
   c->rpaused = 0;
   for (;;) {
     ssize_t n;
-    tcp_ev_t ev;
-    if (c->rstate == RS_HDR && c->rend - c->rpos >= COLL_TCP_FRAME_BYTES) {
-      ev = on_header(c, force, why);
-      if (ev == TCP_EV_PAUSE) {
-        c->rpaused = 1;
-        return TCP_EV_NONE;
-      }
-      if (ev != TCP_EV_NONE) return ev;
-      continue;
-    }
-    if (c->rstate == RS_BODY && c->rpos < c->rend) {
-      consume_staged(c);
-      continue;
-    }
+    tcp_ev_t ev = coll__tcp_rx_staged(c, force, why);
+    if (ev != TCP_EV_NONE || c->rpaused) return ev;
     if (budget-- == 0) return TCP_EV_NONE;
     n = read_some(c);
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return TCP_EV_NONE;
