@@ -44,7 +44,7 @@ def _numpy_view(a, what, writable):
             "float32, float64, int8, uint8, int32, int64; bfloat16 through torch)"
             % (what, a.dtype.str if a.dtype.byteorder == ">" else a.dtype.name)
         )
-    return View(a, a.ctypes.data, a.size, dt, "cpu", a.nbytes)
+    return View(a, a.__array_interface__["data"][0], a.size, dt, "cpu", a.nbytes)
 
 
 def _torch_view(torch, t, what, writable):

@@ -119,13 +119,22 @@ def torch_dtype(dt):
     raise ValueError("coll: no torch dtype for %r" % (dt,))
 
 
+_FROM_NUMPY = {}
+
+
 def from_numpy(np_dtype):
-    """The DType of a NumPy array's dtype, or None."""
-    if np_dtype.byteorder not in ("=", "|") and np_dtype.byteorder != (
-        "<" if sys.byteorder == "little" else ">"
-    ):
-        return None
-    return _NUMPY_NAMES.get(np_dtype.name)
+    """The DType of a NumPy array's dtype, or None (cached: it is on every
+    call's path)."""
+    try:
+        return _FROM_NUMPY[np_dtype]
+    except KeyError:
+        pass
+    native = "<" if sys.byteorder == "little" else ">"
+    dt = None
+    if np_dtype.byteorder in ("=", "|", native):
+        dt = _NUMPY_NAMES.get(np_dtype.name)
+    _FROM_NUMPY[np_dtype] = dt
+    return dt
 
 
 def from_torch(torch_dt):

@@ -7,13 +7,14 @@ import ctypes
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import coll
 from coll import _lib
-from conftest import Ranks, run_ranks
+from conftest import ROOT, Ranks, run_ranks
 
 try:
     import torch
@@ -95,6 +96,34 @@ def test_config_without_init_is_refused():
     st, text = _comm_create_raw(odd)
     assert st == coll.InvalidArgError.status and "COLL_COMM_CONFIG_INIT" in text
     assert _comm_create_raw(_lib.CommConfig.init())[0] == 0
+
+
+# -- loading the library ------------------------------------------------------
+
+
+def _import_with(library):
+    env = dict(os.environ, COLL_LIBRARY=library, PYTHONPATH=os.path.join(ROOT, "python"))
+    code = "import coll"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_import_refuses_another_major_version():
+    fake = os.environ.get("COLL_TEST_FAKE_LIB")
+    if not fake:
+        pytest.skip("COLL_TEST_FAKE_LIB (built by ctest) is not set")
+    p = _import_with(fake)
+    assert p.returncode != 0
+    assert "ImportError" in p.stderr and "libcoll 1.0.0" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize(
+    "library,message",
+    [("/nonexistent/libcoll.so.0", "cannot be loaded"), ("libm.so.6", "is not libcoll")],
+)
+def test_import_names_a_bad_library(library, message):
+    p = _import_with(library)
+    assert p.returncode != 0
+    assert "ImportError" in p.stderr and message in p.stderr, p.stderr
 
 
 # -- exceptions ---------------------------------------------------------------
