@@ -14,7 +14,7 @@ import pytest
 
 import coll
 from coll import _lib
-from conftest import ROOT, Ranks, run_ranks
+from conftest import ROOT, run_ranks
 
 try:
     import torch
