@@ -33,7 +33,8 @@ from ._errors import (
     InternalError,
 )
 from ._handles import AbortHandle, Request, abort_handle_create
-from ._comm import Comm, inproc_comms, init_env
+from ._comm import Comm
+from ._create import inproc_comms, init_env
 
 __version__ = "0.1.0"
 #: The loaded libcoll's version as (major, minor, patch).
