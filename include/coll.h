@@ -455,8 +455,13 @@ COLL_API coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
 COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
                                         const coll_comm_config_t *cfg,
                                         coll_comm_t **out);
-/* Creates a comm from the torchrun environment: RANK, WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT (and COLL_* knobs). TCP transport for host
+/* Creates a comm from the launcher's environment: RANK and WORLD_SIZE as
+ * torchrun sets them, else (when neither is set) Open MPI's mpirun's
+ * OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/SIZE, else Slurm's
+ * SLURM_PROCID/NTASKS: the first launcher that sets either of its pair is
+ * used and the others are ignored; half a pair is an error. MASTER_ADDR
+ * and MASTER_PORT (rank 0's host and a free port there) are required under
+ * every launcher; COLL_* knobs apply. TCP transport for host
  * buffers; with the NCCL backend built and a GPU present, an NCCL comm whose
  * unique id travels through the same rendezvous store (COLL_BACKEND
  * chooses). cfg may be NULL. *out is the comm, NULL on failure, with
@@ -464,13 +469,92 @@ COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
  * rank arrived and connected (and, for NCCL, NCCL's init finished), bounded
  * by cfg's timeout (else COLL_TIMEOUT_MS); an NCCL init is also ended by
  * cfg's abort handle. Returns INVALID_ARG (a variable missing or malformed,
- * naming it; the config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable
+ * naming it, or no launcher's rank at all, naming those looked for; the
+ * config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable
  * NCCL), TIMEOUT (naming the ranks that never came), PEER_LOST, PROTOCOL
  * (a handshake refused), SYSTEM (the port in use, a socket call), BACKEND
  * (NCCL's init failed), ABORTED. One thread per call; one comm per
  * process and job. */
 COLL_API coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
                                           coll_comm_t **out);
+
+/* A key/value store the caller brings (torch's c10d::Store, a scheduler's
+ * KV service): libcoll calls these from the thread that creates the comm,
+ * during creation only.
+ *  size: sizeof(coll_store_ops_t) as the caller compiled it; a table too
+ *        small to hold set and get is refused. Fields added to a later
+ *        header come at the end and are read only when size covers them.
+ *  ctx:  passed to every slot; stays the caller's (libcoll never frees it
+ *        and keeps neither ctx nor the table after creation returns).
+ *  set:  mandatory; see below.
+ *  get:  mandatory; see below.
+ * Keys are short NUL-terminated text; values are bytes (an address text,
+ * the 128 bytes of an NCCL unique id), not NUL-terminated. Every key
+ * libcoll writes begins with "coll/" ("coll/addr/<rank>",
+ * "coll/nccl/unique_id"), and libcoll never deletes one (the table has no
+ * delete). So each comm made through one store needs keys of its own, at
+ * the same time and one after another alike: give every comm a distinct
+ * prefix (torch's PrefixStore, which init_process_group gives each process
+ * group; in C, slots that prepend "<group>/" to the key). Two comms on the
+ * same keys would read each other's addresses.
+ * Slots run on the thread that called coll_comm_init_store, one call at a
+ * time, never after it returned; they need no locking of their own unless
+ * the store is shared with other threads. A failing slot may record why
+ * with coll_set_last_error() on that thread: libcoll carries the text in
+ * its own error ("... the store's set of 'coll/addr/1' failed: <text>"). */
+typedef struct coll_store_ops {
+  size_t size; /* sizeof(coll_store_ops_t) */
+  void *ctx;   /* passed to every slot */
+  /* Makes value (len bytes) visible under key to every rank. COLL_OK or a
+   * failure status (the slot may call coll_set_last_error to explain). */
+  coll_status_t (*set)(void *ctx, const char *key, const void *value,
+                       size_t len);
+  /* Waits until key exists, at most timeout_ms (COLL_ERR_TIMEOUT after it),
+   * then copies at most cap bytes of its value to value and sets *len to the
+   * value's full length. timeout_ms > 0 bounds the wait; 0 asks without
+   * waiting (COLL_ERR_TIMEOUT at once when the key is missing: libcoll asks
+   * so after a timeout, to name the ranks that never came); < 0 waits
+   * without bound (a comm whose timeout is negative). */
+  coll_status_t (*get)(void *ctx, const char *key, void *value, size_t cap,
+                       size_t *len, int64_t timeout_ms);
+} coll_store_ops_t;
+
+/* Creates rank `rank` of a `world`-rank comm whose ranks meet through the
+ * caller's store instead of a store libcoll serves: the same comm
+ * coll_comm_init_env makes (CPU ring over TCP, or NCCL when COLL_BACKEND
+ * selects it and it is usable, its unique id carried by the store).
+ *
+ * Every rank calls it once with the same world and a rank of its own.
+ * TCP: each rank listens on an ephemeral port and sets its address under
+ * "coll/addr/<rank>", then gets the addresses of the lower ranks and
+ * connects the mesh. It listens on the first address of interface
+ * COLL_SOCKET_IFNAME when that is set (IPv4 before IPv6); else on the
+ * address the routing table uses toward MASTER_ADDR when that is set; else
+ * on the first non-loopback address this host's name resolves to, else the
+ * address of the default route, else 127.0.0.1 (one host only).
+ * COLL_AUTH_TOKEN is checked in the handshakes as for coll_tcp_create.
+ * NCCL: rank 0 creates the unique id and sets it under
+ * "coll/nccl/unique_id"; the others get it; every rank then joins on the
+ * device LOCAL_RANK picks (else its current device).
+ *
+ * store and its slots are used only during the call (see coll_store_ops_t);
+ * cfg may be NULL. *out is the comm, NULL on failure, with no socket or
+ * thread left behind (keys already set stay in the store). Blocks until
+ * every rank arrived and connected (and, for NCCL, NCCL's init finished),
+ * bounded by cfg's timeout (else COLL_TIMEOUT_MS, default 300 s): each get
+ * is passed what is left of it. An NCCL init is also ended by cfg's abort
+ * handle. Returns INVALID_ARG (a NULL store or out, a table too small or
+ * with a NULL slot, world < 1 or rank outside 0..world-1, the config,
+ * COLL_TIMEOUT_MS, COLL_SOCKET_IFNAME or MASTER_ADDR that do not resolve),
+ * TIMEOUT (a get that timed out, naming the key and the ranks whose keys
+ * are still missing), PROTOCOL (a value of the wrong length, or a get that
+ * did not set *len), the status of a failing slot with its text,
+ * NOT_AVAILABLE (COLL_BACKEND=nccl without a usable NCCL), PEER_LOST,
+ * SYSTEM, BACKEND (NCCL's init failed), ABORTED. One thread per call. */
+COLL_API coll_status_t coll_comm_init_store(const coll_store_ops_t *store,
+                                            int rank, int world,
+                                            const coll_comm_config_t *cfg,
+                                            coll_comm_t **out);
 /* Destroys a comm and frees it, always (see "Destroy always frees"). Work
  * still queued or in flight ends with COLL_ERR_ABORTED; its requests stay
  * valid until the caller's coll_wait, which frees them. The transport and

@@ -1,25 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* env_init.c: coll_comm_init_env, a comm from torchrun's environment
- * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): NCCL when the NCCL backend
- * is selected, else the CPU ring over the TCP transport. */
+/* env_init.c: coll_comm_init_env, a comm from the launcher's environment
+ * (torchrun's RANK and WORLD_SIZE, or mpirun's, PMI's or srun's: see
+ * core/launch.h; MASTER_ADDR, MASTER_PORT): NCCL when the NCCL backend is
+ * selected, else the CPU ring over the TCP transport. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "api/env_init.h"
+#include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/launch.h"
 #include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"
 
 /* Bounds the world so per-rank key tables stay reasonable. */
 #define ENV_WORLD_MAX (1 << 20)
-/* Where rank 0 leaves the NCCL unique id in the rendezvous store. */
-#define UID_KEY "coll/nccl/unique_id"
 
 typedef struct env_job {
   int rank;
@@ -28,51 +29,44 @@ typedef struct env_job {
   int master_port;
 } env_job_t;
 
-/* A required integer variable within [lo, hi]; `range` says which values
- * are allowed, for the message. */
-static coll_status_t env_required_int(coll_env_t id, int64_t lo, int64_t hi,
-                                      const char *range, int *out) {
-  const char *name = coll__env_name(id), *v = coll__env(id);
+/* MASTER_PORT: required, 1..65535. */
+static coll_status_t read_port(int *out) {
+  const char *v = coll__env(COLL_ENV_MASTER_PORT);
   char *end = NULL;
   long long x;
   if (v == NULL)
     return coll__err(COLL_ERR_INVALID_ARG,
-                     "%s is not set (coll_comm_init_env needs RANK, "
-                     "WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun "
-                     "sets them)",
-                     name);
+                     "MASTER_PORT is not set (the port of rank 0's store, "
+                     "as torchrun sets it; under mpirun or srun export it, "
+                     "e.g. MASTER_PORT=29500)");
   errno = 0;
   x = strtoll(v, &end, 10);
-  if (errno == ERANGE)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s=%s is out of range (%s)", name,
-                     v, range);
-  if (errno != 0 || end == v || *end != '\0')
-    return coll__err(COLL_ERR_INVALID_ARG, "%s='%s' is not a number", name, v);
-  if (x < lo || x > hi)
-    return coll__err(COLL_ERR_INVALID_ARG, "%s=%lld is out of range (%s)", name,
-                     x, range);
+  if (errno != ERANGE && (errno != 0 || end == v || *end != '\0'))
+    return coll__err(COLL_ERR_INVALID_ARG, "MASTER_PORT='%s' is not a number",
+                     v);
+  if (errno == ERANGE || x < 1 || x > 65535)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "MASTER_PORT=%s is out of range (1..65535)", v);
   *out = (int)x;
   return COLL_OK;
 }
 
 static coll_status_t read_env(env_job_t *j) {
-  char range[64];
-  COLL_CHECK(env_required_int(COLL_ENV_WORLD_SIZE, 1, ENV_WORLD_MAX,
-                              "1..1048576", &j->world));
-  snprintf(range, sizeof range, "0..%d for WORLD_SIZE=%d", j->world - 1,
-           j->world);
-  COLL_CHECK(env_required_int(COLL_ENV_RANK, 0, j->world - 1, range, &j->rank));
+  coll_launch_t l;
+  COLL_CHECK(coll__launch_read(ENV_WORLD_MAX, &l));
+  j->rank = l.rank;
+  j->world = l.world;
   j->master_addr = coll__env(COLL_ENV_MASTER_ADDR);
   if (j->master_addr == NULL)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "MASTER_ADDR is not set (the host of rank 0, as "
-                     "torchrun sets it)");
-  return env_required_int(COLL_ENV_MASTER_PORT, 1, 65535, "1..65535",
-                          &j->master_port);
+                     "torchrun sets it; under mpirun or srun export it, e.g. "
+                     "the first host of the job)");
+  return read_port(&j->master_port);
 }
 
-coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
-                                  const coll_comm_config_t *cfg,
+coll_status_t coll__env_nccl_comm(const coll_store_ops_t *store, int rank,
+                                  int world, const coll_comm_config_t *cfg,
                                   int64_t timeout_ms, coll_comm_t **out) {
   coll_unique_id_t id;
   size_t len = 0;
@@ -84,14 +78,19 @@ coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
                      store == NULL ? "store" : "out");
   if (rank == 0) {
     s = coll_unique_id_create(&id);
-    if (s == COLL_OK) s = coll__store_set(store, UID_KEY, &id, sizeof id);
+    if (s == COLL_OK) s = coll__kv_set(store, COLL_KV_UID_KEY, &id, sizeof id);
   } else {
-    s = coll__store_get(store, UID_KEY, &id, sizeof id, &len, timeout_ms);
-    if (s == COLL_OK && len != sizeof id)
+    s = coll__kv_get(store, COLL_KV_UID_KEY, &id, sizeof id, &len, timeout_ms);
+    if (s == COLL_ERR_TIMEOUT)
+      s = coll__err(s,
+                    "rank 0 did not set the NCCL unique id ('%s') in the "
+                    "store within %lld ms",
+                    COLL_KV_UID_KEY, (long long)timeout_ms);
+    else if (s == COLL_OK && len != sizeof id)
       s = coll__err(COLL_ERR_PROTOCOL,
-                    "nccl init: the unique id in the store is %zu bytes, "
+                    "the unique id in the store ('%s') is %zu bytes, "
                     "expected %zu",
-                    len, sizeof id);
+                    COLL_KV_UID_KEY, len, sizeof id);
   }
   if (s != COLL_OK) {
     coll__err_prefix("nccl init");
@@ -108,6 +107,7 @@ static coll_status_t nccl_init(const env_job_t *j,
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
   coll_rdv_t *r = NULL;
+  coll_store_ops_t ops;
   coll_status_t s;
   int64_t left;
   COLL_CHECK(
@@ -122,8 +122,9 @@ static coll_status_t nccl_init(const env_job_t *j,
   COLL_CHECK(coll__rdv_open(&rc, &r));
   left = coll__remaining_ms(rc.deadline_ms);
   /* 0 would read as "the default" there; a spent budget is 1 ms. */
-  s = coll__env_nccl_comm(coll__rdv_store(r), j->rank, j->world, cfg,
-                          left == 0 ? 1 : left, out);
+  coll__store_client_ops(coll__rdv_store(r), &ops);
+  s = coll__env_nccl_comm(&ops, j->rank, j->world, cfg, left == 0 ? 1 : left,
+                          out);
   if (s != COLL_OK) {
     coll__rdv_abandon(r);
     return s;

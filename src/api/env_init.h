@@ -6,15 +6,16 @@
 
 #include <stdint.h>
 
-#include "bootstrap/store/store.h"
 #include "coll.h"
 
-/* Builds the NCCL comm for (rank, world) through the store: rank 0 creates
- * the unique id and sets it there, the others wait for it (until
- * timeout_ms); then every rank joins on the device LOCAL_RANK picks.
- * COLL_ERR_NOT_AVAILABLE at once when NCCL is not usable. One thread. */
-coll_status_t coll__env_nccl_comm(coll_store_t *store, int rank, int world,
-                                  const coll_comm_config_t *cfg,
+/* Builds the NCCL comm for (rank, world) through the store (libcoll's own,
+ * wrapped by coll__store_client_ops, or the caller's): rank 0 creates the
+ * unique id and sets it under COLL_KV_UID_KEY, the others wait for it
+ * (until timeout_ms; < 0: no bound); then every rank joins on the device
+ * LOCAL_RANK picks. COLL_ERR_NOT_AVAILABLE at once when NCCL is not
+ * usable. One thread. */
+coll_status_t coll__env_nccl_comm(const coll_store_ops_t *store, int rank,
+                                  int world, const coll_comm_config_t *cfg,
                                   int64_t timeout_ms, coll_comm_t **out);
 
 #endif

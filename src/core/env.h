@@ -21,6 +21,23 @@
   X(LOCAL_RANK, "LOCAL_RANK", "rank within this host; picks the CUDA device") \
   X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE",                                     \
     "ranks on this host; above its CUDA device count, auto picks CPU")        \
+  X(OMPI_RANK, "OMPI_COMM_WORLD_RANK",                                        \
+    "rank under Open MPI's mpirun, when RANK is unset")                       \
+  X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE",                                        \
+    "world size under Open MPI's mpirun, when WORLD_SIZE is unset")           \
+  X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK",                            \
+    "rank within this host under mpirun, when LOCAL_RANK is unset")           \
+  X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE",                            \
+    "ranks on this host under mpirun, when LOCAL_WORLD_SIZE is unset")        \
+  X(PMI_RANK, "PMI_RANK", "rank under a PMI launcher (MPICH, Intel MPI)")     \
+  X(PMI_SIZE, "PMI_SIZE", "world size under a PMI launcher")                  \
+  X(SLURM_PROCID, "SLURM_PROCID", "rank under Slurm's srun")                  \
+  X(SLURM_NTASKS, "SLURM_NTASKS", "world size under Slurm's srun")            \
+  X(SLURM_LOCALID, "SLURM_LOCALID", "rank within this node under srun")       \
+  X(SLURM_NODEID, "SLURM_NODEID",                                             \
+    "this node's index in the step, for SLURM_STEP_TASKS_PER_NODE")           \
+  X(SLURM_STEP_TASKS_PER_NODE, "SLURM_STEP_TASKS_PER_NODE",                   \
+    "tasks per node of the srun step (\"2(x3),1\"): local world size")        \
   X(MASTER_ADDR, "MASTER_ADDR", "host of rank 0's rendezvous store")          \
   X(MASTER_PORT, "MASTER_PORT", "port of rank 0's rendezvous store")          \
   X(DEBUG, "COLL_DEBUG", "log level: NONE, WARN (default), INFO, TRACE")      \

@@ -9,6 +9,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/launch.h"
 #include "core/log.h"
 #include "cuda/gpu_table.h"
 #include "nccl/nccl_backend_choice.h"
@@ -17,17 +18,17 @@
 
 /* NCCL refuses two ranks of one comm on one device ("invalid usage" at
  * init), and env:// puts every rank of the host in one comm, so a host that
- * runs more local ranks (LOCAL_WORLD_SIZE, set by torchrun and coll-run)
- * than it sees CUDA devices cannot use NCCL. This assumes every local rank
+ * runs more local ranks (LOCAL_WORLD_SIZE, set by torchrun and coll-run, or
+ * mpirun's or srun's count: core/launch.h) than it sees CUDA devices cannot
+ * use NCCL. This assumes every local rank
  * sees the same devices, as under torchrun; a launcher that gives each rank
  * a CUDA_VISIBLE_DEVICES of its own makes the test too strict. Returns 1
  * and the two numbers in that case, 0 otherwise (also when LOCAL_WORLD_SIZE
  * is unset). */
 static int ranks_exceed_devices(const coll_nccl_table_t *t, int64_t *ranks,
-                                int *devices) {
+                                const char **var, int *devices) {
   int count = 0;
-  if (coll__env_int(COLL_ENV_LOCAL_WORLD_SIZE, ranks) != 1 || *ranks <= 1)
-    return 0;
+  if (coll__launch_local_world(ranks, var) != 1 || *ranks <= 1) return 0;
   if (t->cuda_get_device_count(&count) != cudaSuccess || count <= 0) return 0;
   *devices = count;
   return *ranks > count;
@@ -39,17 +40,18 @@ int coll__nccl_env_selected(void) {
   char why[COLL_ERRMSG_MAX];
   coll_status_t s;
   int64_t ranks = 0;
+  const char *var = "LOCAL_WORLD_SIZE";
   int devices = 0;
   if (v != NULL && strcasecmp(v, "cpu") == 0) return 0;
   if (v != NULL && strcasecmp(v, "nccl") == 0) {
     s = coll__nccl_ready("COLL_BACKEND=nccl", &t);
     if (s != COLL_OK) return -1;
-    if (ranks_exceed_devices(t, &ranks, &devices)) {
+    if (ranks_exceed_devices(t, &ranks, &var, &devices)) {
       coll__err(COLL_ERR_NOT_AVAILABLE,
-                "COLL_BACKEND=nccl: %lld local ranks (LOCAL_WORLD_SIZE) "
+                "COLL_BACKEND=nccl: %lld local ranks (%s) "
                 "share %d CUDA device(s); NCCL needs one device per rank "
                 "(COLL_BACKEND=auto or cpu runs the CPU ring)",
-                (long long)ranks, devices);
+                (long long)ranks, var, devices);
       return -1;
     }
     return 1;
@@ -69,7 +71,7 @@ int coll__nccl_env_selected(void) {
     COLL_INFO(COLL_LOG_INIT, "COLL_BACKEND=auto: CPU ring (NCCL not usable)");
     return 0;
   }
-  if (ranks_exceed_devices(t, &ranks, &devices)) {
+  if (ranks_exceed_devices(t, &ranks, &var, &devices)) {
     COLL_INFO(COLL_LOG_INIT,
               "COLL_BACKEND=auto: %lld local ranks share %d CUDA device(s); "
               "NCCL needs one device per rank: CPU ring with staging",
@@ -79,13 +81,14 @@ int coll__nccl_env_selected(void) {
   return 1;
 }
 
-/* The device of this process: LOCAL_RANK modulo the visible devices, like
- * torchrun's one-process-per-GPU launch; without LOCAL_RANK the current. */
+/* The device of this process: its local rank (LOCAL_RANK, or the
+ * launcher's: core/launch.h) modulo the visible devices, like torchrun's
+ * one-process-per-GPU launch; without one the current device. */
 static int env_device(void) {
   const coll_nccl_table_t *t = coll__nccl_table();
   int64_t local = -1;
   int count = 0;
-  if (coll__env_int(COLL_ENV_LOCAL_RANK, &local) != 1 || local < 0) return -1;
+  if (coll__launch_local_rank(&local, NULL) != 1) return -1;
   if (t->cuda_get_device_count(&count) != cudaSuccess || count <= 0) return -1;
   return (int)(local % count);
 }

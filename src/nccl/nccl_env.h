@@ -10,7 +10,8 @@
 
 /* 1 if coll_comm_init_env should build an NCCL comm (COLL_BACKEND=nccl, or
  * auto with NCCL loadable and a CUDA device visible for each local rank:
- * LOCAL_WORLD_SIZE, when set, is at most the device count), else 0. With
+ * the local world size (LOCAL_WORLD_SIZE or the launcher's, see
+ * core/launch.h), when known, is at most the device count), else 0. With
  * COLL_BACKEND=nccl and NCCL unusable or too few devices, returns -1 with
  * the reason recorded (COLL_ERR_NOT_AVAILABLE). Any thread. */
 int coll__nccl_env_selected(void);
@@ -27,10 +28,10 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
                                    const coll_comm_config_t *cfg,
                                    coll_comm_t **out);
 
-/* coll_comm_init_rank on the device of LOCAL_RANK (modulo the visible
- * devices, like torchrun's one-process-per-GPU launch; without LOCAL_RANK
- * the current one). The caller's current device is unchanged. One
- * thread. */
+/* coll_comm_init_rank on the device of the local rank (LOCAL_RANK or the
+ * launcher's, see core/launch.h; modulo the visible devices, like
+ * torchrun's one-process-per-GPU launch; without one the current device). The
+ * caller's current device is unchanged. One thread. */
 coll_status_t coll__nccl_comm_init_local(int rank, int world,
                                          const coll_unique_id_t *id,
                                          const coll_comm_config_t *cfg,

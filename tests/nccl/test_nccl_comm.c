@@ -403,11 +403,13 @@ struct store_arg {
 static void store_rank(int rank, int world, void *p) {
   struct store_arg *a = p;
   coll_store_t *st = NULL;
+  coll_store_ops_t ops;
   nt_set_device(rank);
   a->s[rank] = coll__store_connect("127.0.0.1", a->port, NULL, 10000, &st);
+  coll__store_client_ops(st, &ops);
   if (a->s[rank] == COLL_OK)
     a->s[rank] =
-        coll__env_nccl_comm(st, rank, world, NULL, 10000, &a->comms[rank]);
+        coll__env_nccl_comm(&ops, rank, world, NULL, 10000, &a->comms[rank]);
   if (a->s[rank] == COLL_OK)
     a->s[rank] = coll_allreduce(a->comms[rank], a->buf[rank], a->buf[rank], 2,
                                 COLL_F32, COLL_SUM, NULL);
@@ -417,6 +419,7 @@ static void store_rank(int rank, int world, void *p) {
 static void test_comm_from_store(void **state) {
   coll_store_server_t *srv = NULL;
   coll_store_t *st = NULL;
+  coll_store_ops_t ops;
   coll_comm_t *c = NULL;
   struct store_arg a;
   float *on3;
@@ -447,9 +450,10 @@ static void test_comm_from_store(void **state) {
       coll__store_connect("127.0.0.1", coll__store_server_port(srv), NULL,
                           10000, &st),
       COLL_OK);
+  coll__store_client_ops(st, &ops);
   setenv("LOCAL_RANK", "7", 1);
   nt_set_device(0);
-  assert_int_equal(coll__env_nccl_comm(st, 0, 1, NULL, 10000, &c), COLL_OK);
+  assert_int_equal(coll__env_nccl_comm(&ops, 0, 1, NULL, 10000, &c), COLL_OK);
   unsetenv("LOCAL_RANK");
   assert_int_equal(nt_current_device(), 0);
   on3 = standin_dev_alloc(3, sizeof(float));

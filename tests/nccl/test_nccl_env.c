@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_nccl_env.c: COLL_BACKEND against the host's local ranks and devices
- * (LOCAL_WORLD_SIZE): auto picks the CPU ring and says why at INFO, nccl
- * refuses with both numbers, on the stand-in. */
+ * (LOCAL_WORLD_SIZE, or mpirun's and srun's counts): auto picks the CPU ring
+ * and says why at INFO, nccl refuses with both numbers, on the stand-in;
+ * mpirun's local rank picks the device. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,9 +19,20 @@
 #include "nccl_test_util.h"
 
 static int teardown(void **state) {
-  static const char *const vars[] = {"COLL_BACKEND", "LOCAL_WORLD_SIZE",
-                                     "RANK",         "WORLD_SIZE",
-                                     "MASTER_ADDR",  "MASTER_PORT"};
+  static const char *const vars[] = {"COLL_BACKEND",
+                                     "LOCAL_WORLD_SIZE",
+                                     "RANK",
+                                     "WORLD_SIZE",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_SIZE",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                     "SLURM_PROCID",
+                                     "SLURM_NTASKS",
+                                     "SLURM_NODEID",
+                                     "SLURM_STEP_TASKS_PER_NODE"};
   size_t i;
   (void)state;
   for (i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -125,6 +137,55 @@ static void test_enough_devices(void **state) {
   assert_int_equal(coll__nccl_env_selected(), 0);
 }
 
+/* Under mpirun and srun their own local counts stand in for
+ * LOCAL_WORLD_SIZE, and the refusal names the variable it read. */
+static void test_launcher_local_counts(void **state) {
+  (void)state;
+  setenv("COLL_BACKEND", "nccl", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  assert_int_equal(coll__nccl_env_selected(), -1);
+  assert_non_null(strstr(coll_last_error(),
+                         "COLL_BACKEND=nccl: 3 local ranks "
+                         "(OMPI_COMM_WORLD_LOCAL_SIZE) share 1 CUDA device"));
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  setenv("SLURM_PROCID", "4", 1);
+  setenv("SLURM_NTASKS", "6", 1);
+  setenv("SLURM_NODEID", "1", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "4,2", 1);
+  assert_int_equal(coll__nccl_env_selected(), -1);
+  assert_non_null(
+      strstr(coll_last_error(), "2 local ranks (SLURM_STEP_TASKS_PER_NODE)"));
+  setenv("SLURM_STEP_TASKS_PER_NODE", "2,1", 1);
+  assert_int_equal(coll__nccl_env_selected(), 1);
+}
+
+/* OMPI_COMM_WORLD_LOCAL_RANK picks the device under mpirun (6 % 4 = 2),
+ * and the caller's current device stays. */
+static void test_ompi_local_rank_device(void **state) {
+  coll_unique_id_t id;
+  coll_comm_t *c = NULL;
+  float *on2;
+  (void)state;
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "6", 1);
+  nt_set_device(0);
+  assert_int_equal(coll_unique_id_create(&id), COLL_OK);
+  assert_int_equal(coll__nccl_comm_init_local(0, 1, &id, NULL, &c), COLL_OK);
+  assert_int_equal(nt_current_device(), 0);
+  on2 = standin_dev_alloc(2, sizeof(float));
+  *on2 = 1.5f;
+  assert_int_equal(coll_allreduce(c, on2, on2, 1, COLL_F32, COLL_SUM, NULL),
+                   COLL_OK);
+  assert_float_equal(*on2, 1.5f, 0);
+  coll_comm_destroy(c);
+  standin_dev_free(on2);
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_auto_crowded_picks_cpu, nt_setup1,
@@ -132,6 +193,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_nccl_crowded_fails, nt_setup1,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_enough_devices, nt_setup4, teardown),
+      cmocka_unit_test_setup_teardown(test_launcher_local_counts, nt_setup1,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_ompi_local_rank_device, nt_setup4,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

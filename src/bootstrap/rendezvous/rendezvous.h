@@ -35,6 +35,19 @@ coll_status_t coll__local_addr(const struct sockaddr_storage *master,
                                const char *ifname, const char *ifname_what,
                                char out[COLL_ADDR_TEXT_MAX]);
 
+/* The address to listen on when no store address says which network to
+ * use (coll_comm_init_store): interface ifname's first address (IPv4
+ * before IPv6) when ifname is set (from COLL_SOCKET_IFNAME); else the
+ * address the routing table uses toward master_host when that is set
+ * (MASTER_ADDR); else the first non-loopback address this host's name
+ * resolves to that can be bound here (as Gloo does); else the source
+ * address of the default route; else 127.0.0.1, which only ranks on this
+ * host can reach (a warning says so). COLL_ERR_INVALID_ARG for an
+ * interface or a master_host that does not exist. Any thread. */
+coll_status_t coll__listen_addr_auto(const char *ifname,
+                                     const char *master_host,
+                                     char out[COLL_ADDR_TEXT_MAX]);
+
 /* rendezvous.c ------------------------------------------------------------ */
 
 typedef struct coll_rdv_cfg {

@@ -38,5 +38,8 @@ coll_status_t coll__store_wait(coll_store_t *st, const char *const *keys,
 coll_status_t coll__store_add(coll_store_t *st, const char *key, int64_t delta,
                               int64_t *result);
 void coll__store_close(coll_store_t *st);
+/* st as a coll_store_ops_t (set and get; a value longer than cap is
+ * COLL_ERR_LENGTH_MISMATCH rather than a prefix). out does not own st. */
+void coll__store_client_ops(coll_store_t *st, coll_store_ops_t *out);
 
 #endif

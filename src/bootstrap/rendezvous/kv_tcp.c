@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kv_tcp.c: the TCP transport over a caller's key/value store. The mesh
+ * code is the transport's own (coll__tcp_transport_create); this file only
+ * adapts the store to its publish/lookup interface. There is no store
+ * server to stop here, so no closing round either: the keys stay in the
+ * caller's store. */
+#include "bootstrap/rendezvous/kv_tcp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/rendezvous/kv.h"
+#include "bootstrap/rendezvous/rendezvous.h"
+#include "core/clock.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/tcp/tcp.h"
+
+typedef struct kv_rdv {
+  const coll_store_ops_t *ops;
+  int world;
+  int64_t timeout_ms; /* the whole bootstrap's, for messages */
+} kv_rdv_t;
+
+static coll_status_t kv_publish(void *ctx, int rank, const char *addr) {
+  kv_rdv_t *k = ctx;
+  char key[COLL_KV_KEY_MAX];
+  snprintf(key, sizeof key, COLL_KV_ADDR_KEY "%d", rank);
+  return coll__kv_set(k->ops, key, addr, strlen(addr));
+}
+
+/* After a lookup timed out: COLL_ERR_TIMEOUT naming every rank whose
+ * address is still missing, this rank's own included if its set never
+ * landed. */
+static coll_status_t name_missing(kv_rdv_t *k, const char *key) {
+  int *missing = malloc((size_t)k->world * sizeof *missing), n = 0;
+  char ranks[300];
+  coll_status_t s;
+  if (missing == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "store bootstrap: out of memory");
+  s = coll__kv_missing(k->ops, COLL_KV_ADDR_KEY, k->world, -1, missing, &n);
+  if (s == COLL_OK && n == 0)
+    s = coll__err(COLL_ERR_TIMEOUT,
+                  "'%s' did not appear in the store within %lld ms (every "
+                  "address is there now: too late)",
+                  key, (long long)k->timeout_ms);
+  else if (s == COLL_OK) {
+    coll__format_ranks(ranks, sizeof ranks, missing, n);
+    s = coll__err(
+        COLL_ERR_TIMEOUT,
+        "'%s' did not appear in the store within %lld ms: %d of %d "
+        "ranks never set their address (" COLL_KV_ADDR_KEY "<rank>): rank%s %s",
+        key, (long long)k->timeout_ms, n, k->world, n > 1 ? "s" : "", ranks);
+  }
+  free(missing);
+  return s;
+}
+
+static coll_status_t kv_lookup(void *ctx, int rank, char *addr, size_t cap,
+                               int64_t deadline_ms) {
+  kv_rdv_t *k = ctx;
+  char key[COLL_KV_KEY_MAX];
+  size_t len = 0;
+  coll_status_t s;
+  if (cap < 2)
+    return coll__err(COLL_ERR_INVALID_ARG, "store bootstrap: no room");
+  snprintf(key, sizeof key, COLL_KV_ADDR_KEY "%d", rank);
+  s = coll__kv_get(k->ops, key, addr, cap - 1, &len,
+                   coll__remaining_ms(deadline_ms));
+  if (s == COLL_ERR_TIMEOUT) return name_missing(k, key);
+  if (s != COLL_OK) return s;
+  if (len == 0 || len > cap - 1)
+    return coll__err(COLL_ERR_PROTOCOL,
+                     "the value of '%s' is %zu bytes; an address is 1 to %zu",
+                     key, len, cap - 1);
+  addr[len] = '\0';
+  return COLL_OK;
+}
+
+coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
+                                  int world, int64_t timeout_ms,
+                                  coll_transport_t **out) {
+  char local[COLL_ADDR_TEXT_MAX], job[48];
+  kv_rdv_t k = {ops, world, timeout_ms};
+  coll_tcp_rdv_t rdv = {&k, kv_publish, kv_lookup};
+  coll_tcp_opts_t o;
+  *out = NULL;
+  /* A wrong interface fails here, before anyone waits on this rank. */
+  COLL_CHECK(coll__listen_addr_auto(coll__env(COLL_ENV_SOCKET_IFNAME),
+                                    coll__env(COLL_ENV_MASTER_ADDR), local));
+  /* Distinct comms have distinct keys (the caller's prefix), not distinct
+   * job ids: the handshake still refuses a peer of another world size. */
+  snprintf(job, sizeof job, "coll_comm_init_store/%d", world);
+  /* The transport reads 0 as "the default": a spent budget is 1 ms. */
+  o = (coll_tcp_opts_t){rank,
+                        world,
+                        local,
+                        job,
+                        coll__env(COLL_ENV_AUTH_TOKEN),
+                        timeout_ms == 0 ? 1 : timeout_ms};
+  COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: caller's store, listening on %s", rank,
+            world, local);
+  return coll__tcp_transport_create(&o, &rdv, out);
+}

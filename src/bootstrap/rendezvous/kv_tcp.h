@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kv_tcp.h: the TCP transport bootstrapped through a caller's key/value
+ * store (coll_comm_init_store): choose the local address, publish it under
+ * "coll/addr/<rank>", connect the mesh. */
+#ifndef COLL_BOOTSTRAP_KV_TCP_H
+#define COLL_BOOTSTRAP_KV_TCP_H
+
+#include <stdint.h>
+
+#include "coll.h"
+
+/* Listens on the address coll__listen_addr_auto picks, publishes it in
+ * ops, looks up the lower ranks' addresses and connects the full mesh,
+ * all within timeout_ms (< 0: no bound). A lookup that times out names
+ * every rank whose address is still missing from the store. *out is the
+ * endpoint, NULL on failure (no socket or thread left). ops was checked
+ * (coll__kv_check). One thread. */
+coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
+                                  int world, int64_t timeout_ms,
+                                  coll_transport_t **out);
+
+#endif
