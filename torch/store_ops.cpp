@@ -41,9 +41,15 @@ coll_status_t storeGet(void *ctx, const char *key, void *value, size_t cap,
   auto *store = static_cast<c10d::Store *>(ctx);
   auto start = std::chrono::steady_clock::now();
   try {
-    // torch's stores throw when the wait times out; a negative bound is
-    // the store's own timeout.
-    if (timeout_ms >= 0) {
+    // 0 asks without waiting (torch's stores read a 0 ms wait as "no
+    // timeout"); torch's stores throw when a wait times out; a negative
+    // bound is the store's own timeout.
+    if (timeout_ms == 0) {
+      if (!store->check({key})) {
+        return coll_set_last_error(COLL_ERR_TIMEOUT,
+                                   "torch store: get %s: no such key yet", key);
+      }
+    } else if (timeout_ms > 0) {
       store->wait({key}, std::chrono::milliseconds(timeout_ms));
     } else {
       store->wait({key});

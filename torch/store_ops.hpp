@@ -7,8 +7,6 @@
 
 #include <coll.h>
 
-#include "store_shim.h"
-
 namespace coll_torch {
 
 // A table whose slots call `store` and never let a C++ exception cross

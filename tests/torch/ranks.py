@@ -30,17 +30,17 @@ def require_backend():
                     "to a libcoll.so built with COLL_BUILD_TORCH)")
 
 
-def run_ranks(script, world, args=(), timeout=120, env=None):
-    """Starts `script rank world store_path *args` for every rank, waits at
-    most `timeout` seconds for all of them, and returns (returncode,
-    output) per rank."""
+def run_ranks(script, world, args=(), timeout=120, env=None, ranks=None):
+    """Starts `script rank world store_path *args` for every rank (or only
+    those in `ranks`), waits at most `timeout` seconds for all of them, and
+    returns (returncode, output) per rank started."""
     tmp = tempfile.mkdtemp(prefix="coll-torch-")
     store = os.path.join(tmp, "store")
     full_env = dict(os.environ)
     full_env["PYTHONDONTWRITEBYTECODE"] = "1"
     full_env.update(env or {})
     procs, logs = [], []
-    for r in range(world):
+    for r in (range(world) if ranks is None else ranks):
         log = open(os.path.join(tmp, "rank%d.log" % r), "w+")
         cmd = [sys.executable, os.path.join(HERE, script), str(r), str(world),
                store] + [str(a) for a in args]

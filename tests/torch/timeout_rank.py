@@ -4,7 +4,10 @@ joins, and must get a RuntimeError instead of hanging:
   wait: work.wait(timeout=1 s) on a group whose own timeout is long;
   group: a blocking call on a group created with a 2 s timeout.
 Rank 1 waits (bounded) until rank 0 is done, then sees its comm fail too
-in "wait" (rank 0 aborted it). Prints a RESULT line."""
+in "wait" (rank 0 aborted it).
+  absent: rank 0 never starts; rank 1's init_process_group, waiting in
+  torch's store for rank 0's address, fails after the group's 2 s.
+Prints a RESULT line."""
 import datetime
 import time
 
@@ -15,7 +18,6 @@ from rank_setup import finish, init
 
 BOUND = datetime.timedelta(seconds=60)
 mode = __import__("sys").argv[4]
-rank, world, store, _ = init(timeout_s=60 if mode == "wait" else 2)
 failures, texts = [], []
 
 
@@ -33,6 +35,12 @@ def expect_raise(name, words, call):
     failures.append("%s: did not raise" % name)
 
 
+if mode == "absent":
+    expect_raise("init without rank 0", ["coll: process group creation",
+                                         "err_timeout", "coll/addr/0"],
+                 lambda: init(timeout_s=2))
+    finish({"failures": failures, "texts": texts})
+rank, world, store, _ = init(timeout_s=60 if mode == "wait" else 2)
 if rank == 0:
     t = torch.ones(16)
     if mode == "wait":
