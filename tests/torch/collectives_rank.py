@@ -27,7 +27,7 @@ INT_RANGE = {  # (lo, hi) per dtype for sums and for products
     torch.int64: ((-10**12, 10**12), (-1000, 1000))}
 
 # Calls whose result differs per rank by design (not in the digest).
-PER_RANK = ("reduce", "_reduce_scatter_base", "send/recv")
+PER_RANK = ("reduce", "_reduce_scatter_base", "send/recv", "subgroup")
 
 rank, world, store, _ = init()
 gloo = dist.new_group(backend="gloo")
@@ -282,6 +282,16 @@ if not (w.is_completed() and w.is_success()):
     failures.append("work: not completed and successful after its future")
 check("allreduce via future", t, reference(ins, "sum", torch.float32),
       bound(ins, "sum", torch.float32))
+
+# A second coll group, of ranks 0 and 1, beside the default one: its comm
+# meets under its own prefix of the store.
+sub = dist.new_group(ranks=[0, 1], backend="coll")
+if rank in (0, 1):
+    seed += 1
+    ins = [data(r, torch.float32, 100, seed) for r in (0, 1)]
+    t = ins[rank].clone()
+    dist.all_reduce(t, group=sub)
+    check("subgroup allreduce", t, ins[0] + ins[1])
 
 dist.destroy_process_group()
 finish({"failures": failures, "checked": checked[0],
