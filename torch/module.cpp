@@ -4,13 +4,30 @@
 #include <torch/python.h>
 
 #include <chrono>
+#include <functional>
 
 #include "process_group_coll.hpp"
 
 namespace py = pybind11;
 
+namespace {
+
+// A group dropped by Python is destroyed with the GIL held; its progress
+// thread may need the GIL to finish (a future's Python callback).
+void runWithoutGil(const std::function<void()> &f) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    py::gil_scoped_release release;
+    f();
+  } else {
+    f();
+  }
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_coll_torch, m) {
   m.doc() = "libcoll's torch.distributed process group";
+  coll_torch::ProcessGroupColl::runBlocking = runWithoutGil;
   // torch's ProcessGroup type, so the group is accepted wherever torch
   // takes one (dist.all_reduce(group=...), DistributedDataParallel).
   py::object base =

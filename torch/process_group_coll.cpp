@@ -157,6 +157,9 @@ void CollWork::abort() { coll_abort(abort_.get()); }
 // ---------------------------------------------------------------------------
 // ProcessGroupColl: creation and the progress thread
 
+void (*ProcessGroupColl::runBlocking)(const std::function<void()> &f) =
+    [](const std::function<void()> &f) { f(); };
+
 ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store,
                                    int rank, int size,
                                    std::chrono::milliseconds timeout)
@@ -189,7 +192,7 @@ ProcessGroupColl::~ProcessGroupColl() {
   }
   cv_.notify_all();
   // The thread ends what was issued (bounded by the comm's timeout) first.
-  progress_.join();
+  runBlocking([this] { progress_.join(); });
   coll_comm_destroy(comm_);
   ended_.clear();
 }

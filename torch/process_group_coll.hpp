@@ -84,6 +84,12 @@ class ProcessGroupColl : public c10d::ProcessGroup {
                    int size, std::chrono::milliseconds timeout);
   ~ProcessGroupColl() override;
 
+  // Runs f (the destructor's wait for the progress thread), letting other
+  // threads take Python's GIL meanwhile if the caller holds it: a future's
+  // Python callback on the progress thread needs it. The Python module
+  // sets it; the default just runs f.
+  static void (*runBlocking)(const std::function<void()> &f);
+
   const std::string getBackendName() const override { return "coll"; }
   // "cpu" or "nccl": which libcoll backend the comm runs on.
   std::string commBackend() const;
