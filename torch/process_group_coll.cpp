@@ -181,8 +181,14 @@ ProcessGroupColl::ProcessGroupColl(const c10::intrusive_ptr<c10d::Store> &store,
   abort_ = AbortHandle(h, coll_abort_handle_release);
   const char *backend = coll_comm_backend(comm_);
   device_comm_ = backend != nullptr && std::string(backend) == "nccl";
+  try {
+    init();
+  } catch (...) {
+    coll_comm_destroy(comm_);
+    throw;
+  }
+  // Last: a constructor that throws must leave no thread running.
   progress_ = std::thread([this] { progressLoop(); });
-  init();
 }
 
 ProcessGroupColl::~ProcessGroupColl() {
