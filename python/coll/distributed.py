@@ -10,7 +10,9 @@ rules, first match wins:
 1. COLL_TORCH_EXTENSION: the path of the module file (_coll_torch.so).
 2. COLL_LIBRARY: the path of libcoll.so; the module sits beside it (both
    are built into, and installed to, the same directory).
-3. A module _coll_torch importable from sys.path.
+3. Beside the libcoll.so the coll package loaded (coll.library_path),
+   where the package tells it.
+4. A module _coll_torch importable from sys.path.
 """
 import datetime
 import importlib
@@ -30,6 +32,14 @@ def _load_extension():
         lib = os.path.abspath(os.environ["COLL_LIBRARY"])
         path = os.path.join(os.path.dirname(lib), _MODULE + ".so")
         why = "COLL_LIBRARY (beside %s)" % lib
+    if not path:
+        import coll
+
+        lib = getattr(coll, "library_path", None)
+        if lib and os.path.isfile(os.path.join(os.path.dirname(lib),
+                                               _MODULE + ".so")):
+            path = os.path.join(os.path.dirname(lib), _MODULE + ".so")
+            why = "coll.library_path"
     if path:
         if not os.path.isfile(path):
             raise ImportError(

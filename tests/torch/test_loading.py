@@ -32,19 +32,32 @@ def test_found_beside_coll_library_and_registered():
     assert run.stdout.split() == ["COLL", "ProcessGroupColl"], run.stdout
 
 
-def test_found_at_coll_torch_extension():
+def link(tmp_path, *names):
+    """A directory holding links to the built files `names`."""
+    for name in names:
+        os.symlink(os.path.join(os.path.dirname(extension()), name),
+                   os.path.join(str(tmp_path), name))
+    return str(tmp_path)
+
+
+def test_found_at_coll_torch_extension(tmp_path):
     require_backend()
-    run = python({"COLL_TORCH_EXTENSION": extension(),
-                  "COLL_LIBRARY": "/nonexistent/libcoll.so"})
+    where = link(tmp_path, "_coll_torch.so", "libcoll.so.0")
+    run = python({"COLL_TORCH_EXTENSION": os.path.join(where,
+                                                       "_coll_torch.so")})
     assert run.returncode == 0, run.stderr
 
 
-def test_missing_module_is_an_import_error_naming_the_path():
+def test_missing_module_is_an_import_error_naming_the_path(tmp_path):
     require_backend()
     run = python({"COLL_TORCH_EXTENSION": "/nonexistent/_coll_torch.so"})
     assert run.returncode != 0
     assert "ImportError" in run.stderr, run.stderr
     assert "COLL_TORCH_EXTENSION names /nonexistent/_coll_torch.so" in \
         run.stderr, run.stderr
-    run = python({"COLL_LIBRARY": "/nonexistent/libcoll.so"})
-    assert "beside /nonexistent/libcoll.so" in run.stderr, run.stderr
+    # A libcoll.so with no extension beside it.
+    where = link(tmp_path, "libcoll.so", "libcoll.so.0")
+    run = python({"COLL_LIBRARY": os.path.join(where, "libcoll.so")})
+    assert run.returncode != 0
+    assert "beside %s" % os.path.join(where, "libcoll.so") in run.stderr, \
+        run.stderr
