@@ -7,7 +7,8 @@
 #   tools/bench-ddp.sh [BUILD_DIR] [ddp_train.py options...]
 #
 # BUILD_DIR (default: build) holds libcoll.so and the torch extension.
-# STEPS (default 200) and HIDDEN (layer width, default 1024) size the run;
+# STEPS (default 200), HIDDEN (layer width, default 1024) and BATCH
+# (samples per rank, default 8: small, so communication weighs) size the run;
 # PYTHON (default /usr/bin/python3) is the interpreter torch is installed
 # for.
 set -euo pipefail
@@ -24,7 +25,8 @@ fi
 
 step_ms() { # backend nproc: the mean step time ddp_train.py reports
   "$python" "$root/examples/python/ddp_train.py" --backend "$1" --nproc "$2" \
-    --steps "${STEPS:-200}" --hidden "${HIDDEN:-1024}" "${@:3}" |
+    --steps "${STEPS:-200}" --hidden "${HIDDEN:-1024}" \
+    --batch "${BATCH:-8}" "${@:3}" |
     sed -n 's/^mean step time \([0-9.]*\) ms.*/\1/p'
 }
 
