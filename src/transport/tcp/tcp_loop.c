@@ -22,7 +22,7 @@ static int caller_owns(const tcp_conn_t *c) {
 static void service(tcp_conn_t *c, int readable, int writable, int force) {
   char why[TCP_WHY_MAX];
   tcp_ev_t ev = TCP_EV_NONE;
-  int want = 0, own = caller_owns(c);
+  int want = 0, own = caller_owns(c), flushing;
   uv_mutex_lock(&c->rmu);
   if (readable || force) ev = coll__tcp_rx_progress(c, force, why);
   if (c->rstate < RS_CLOSED) {
@@ -37,9 +37,14 @@ static void service(tcp_conn_t *c, int readable, int writable, int force) {
   uv_mutex_lock(&c->smu);
   if (writable && c->sq != NULL) ev = coll__tcp_tx_progress(c, why);
   if (c->sq != NULL && own != TCP_REQ_SEND) want |= UV_WRITABLE;
+  /* A farewell the failing thread could not write at once goes out from
+   * here, whoever waits. */
+  flushing = writable ? !coll__tcp_tx_flush(c)
+                      : atomic_load(&c->bye_state) == TCP_BYE_FLUSHING;
   uv_mutex_unlock(&c->smu);
   coll__tcp_handle_ev(c, ev, why);
   if (coll__tcp_conn_stopped(c)) want = 0;
+  if (flushing) want |= UV_WRITABLE;
   if (want == c->poll_events) return;
   c->poll_events = want;
   if (want == 0)
@@ -81,6 +86,7 @@ static void on_async(uv_async_t *a) {
     own = caller_owns(c);
     rd = atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && own != TCP_REQ_RECV;
     wr = atomic_load(&c->npend[TCP_REQ_SEND]) > 0 && own != TCP_REQ_SEND;
+    if (atomic_load(&c->bye_state) == TCP_BYE_FLUSHING) wr = 1;
     if (rd || wr || (c->poll_events & (UV_READABLE | UV_WRITABLE)) ||
         (c->poll_events != 0 && coll__tcp_conn_stopped(c)))
       service(c, rd, wr, 0);

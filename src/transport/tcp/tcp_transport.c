@@ -2,6 +2,7 @@
 /* tcp_transport.c: creating the TCP transport (mesh, then loop thread),
  * aborting it from any thread, and tearing it down with a goodbye. */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -21,8 +22,6 @@
  * syscalls and the hand-off to the loop thread (measured). */
 #define TCP_SEGMENT_BYTES (1u << 20)
 
-static const char *const aborted_text = "tcp: transport aborted";
-
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->frame_cap = COLL_TCP_FRAME_CAP_DEFAULT;
   x->hs_timeout_ms = COLL_TCP_HS_TIMEOUT_DEFAULT;
@@ -30,45 +29,84 @@ void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->spin_ns = COLL_TCP_SPIN_NS_DEFAULT;
 }
 
-/* Fails everything with ABORTED and shuts the sockets (peers see the
- * connection lost). Every call visits every connection, so whichever call
- * returns, no caller buffer is touched afterwards. Any thread. */
-static void tcp_abort(void *ctx) {
+/* Ends the transport for a failure that started at o, or at the origin
+ * this rank already holds: its own transport's first, else a connection's
+ * (a peer that left or broke the protocol). Every pending request fails,
+ * every peer hears the origin in a goodbye, then the sockets' write sides
+ * are shut. Any thread. */
+static void tcp_fail(void *ctx, const coll_origin_t *o) {
   tcp_transport_t *t = ctx;
+  coll_origin_t use = *o;
   int i;
-  if (!atomic_exchange(&t->aborted, 1))
-    COLL_INFO(COLL_LOG_NET, "tcp: rank %d: aborting the transport", t->rank);
-  for (i = 0; i < t->world; i++) {
-    tcp_conn_t *c = &t->conns[i];
-    uv_mutex_lock(&c->rmu);
-    coll__tcp_rx_fail_all(c, COLL_ERR_ABORTED, aborted_text);
-    uv_mutex_unlock(&c->rmu);
-    uv_mutex_lock(&c->smu);
-    coll__tcp_tx_fail_all(c, COLL_ERR_ABORTED, aborted_text);
-    uv_mutex_unlock(&c->smu);
-    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
-  }
-  coll__tcp_loop_kick(t);
+  atomic_store(&t->aborted, 1);
+  if (atomic_load(&t->fail.status) == 0)
+    for (i = 0; i < t->world; i++)
+      if (atomic_load_explicit(&t->conns[i].fail.status,
+                               memory_order_acquire) != 0) {
+        use = t->conns[i].fail.origin;
+        break;
+      }
+  coll__tcp_fail_transport(t, &use);
 }
 
-/* Tells every live peer we leave on purpose, so it fails only the work
- * that involves this rank. Skipped after abort: peers must see a loss. */
+/* The owner's abort: this rank is the origin, unless a failure that
+ * started elsewhere came first. Any thread. */
+static void tcp_abort(void *ctx) {
+  tcp_transport_t *t = ctx;
+  coll_origin_t o = {t->rank, COLL_CAUSE_ABORTED, 0};
+  if (!atomic_exchange(&t->aborted, 1))
+    COLL_INFO(COLL_LOG_NET, "tcp: rank %d: aborting the transport", t->rank);
+  tcp_fail(ctx, &o);
+}
+
+static int tcp_origin(void *ctx, coll_origin_t *o) {
+  tcp_transport_t *t = ctx;
+  if (atomic_load_explicit(&t->fail.status, memory_order_acquire) == 0)
+    return 0;
+  *o = t->fail.origin;
+  return 1;
+}
+
+/* Tells every live peer we leave on purpose (so it fails only the work
+ * that involves this rank), or finishes telling them why we failed, within
+ * the budget; then the write sides are shut. */
 static void say_goodbye(tcp_transport_t *t) {
+  coll_origin_t o = {t->rank, COLL_CAUSE_DESTROYED, 0};
   int64_t deadline = coll__now_ms() + GOODBYE_BUDGET_MS;
   int i;
-  if (atomic_load(&t->aborted)) return;
   for (i = 0; i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
-    int64_t left = deadline - coll__now_ms();
     /* Also to a peer that said goodbye first: it may still be listening
      * while it tears down, and must not take our close for a crash. */
     if (c->fd < 0) continue;
     uv_mutex_lock(&c->smu);
-    if (coll__tcp_tx_goodbye(c, left > 0 ? left : 0) != 0)
-      COLL_INFO(COLL_LOG_NET, "tcp: rank %d: no goodbye sent to rank %d",
-                t->rank, c->peer);
+    /* Sends never waited for (a broken contract) may have freed buffers:
+     * no goodbye after them, the peer sees the connection closed. */
+    if (c->sq != NULL && atomic_load(&c->bye_state) == TCP_BYE_NONE) {
+      atomic_store(&c->bye_state, TCP_BYE_SENT);
+      shutdown(c->fd, SHUT_WR);
+    }
+    coll__tcp_tx_farewell(c, &o);
     uv_mutex_unlock(&c->smu);
-    shutdown(c->fd, SHUT_WR);
+  }
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    for (;;) {
+      struct pollfd pf = {c->fd, POLLOUT, 0};
+      int64_t left = deadline - coll__now_ms();
+      int done;
+      if (c->fd < 0) break;
+      uv_mutex_lock(&c->smu);
+      done = coll__tcp_tx_flush(c);
+      uv_mutex_unlock(&c->smu);
+      if (done) break;
+      if (left <= 0 || poll(&pf, 1, (int)left) < 0) {
+        COLL_INFO(COLL_LOG_NET, "tcp: rank %d: no goodbye sent to rank %d",
+                  t->rank, c->peer);
+        shutdown(c->fd, SHUT_WR);
+        break;
+      }
+    }
   }
 }
 
@@ -108,6 +146,7 @@ static void tcp_destroy(void *ctx) {
     tcp_conn_t *c = &t->conns[i];
     if (c->fd >= 0) drain_close(c->fd);
     free_leftovers(c);
+    free(c->tail);
     coll__tcp_rx_free(c);
     uv_mutex_destroy(&c->rmu);
     uv_mutex_destroy(&c->smu);
@@ -212,6 +251,7 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out), s,
                   fail);
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
+  coll__t_set_fail_hooks(*out, tcp_fail, tcp_origin);
   return COLL_OK;
 fail:
   free(fds);
