@@ -55,8 +55,7 @@ static int fail_claim(tcp_fail_t *f, coll_status_t s, const coll_origin_t *o,
   f->origin = *o;
   coll__origin_text(o, seen_by, f->text, sizeof f->text);
   n = strlen(f->text);
-  if (detail != NULL)
-    snprintf(f->text + n, sizeof f->text - n, ": %s", detail);
+  if (detail != NULL) snprintf(f->text + n, sizeof f->text - n, ": %s", detail);
   atomic_store_explicit(&f->status, (int)s, memory_order_release);
   return 1;
 }
@@ -104,8 +103,8 @@ void coll__tcp_fail_transport(tcp_transport_t *t, const coll_origin_t *o) {
   coll__tcp_loop_kick(t);
 }
 
-void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s,
-                         const coll_origin_t *o, const char *detail) {
+void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s, const coll_origin_t *o,
+                         const char *detail) {
   if (!fail_claim(&c->fail, s, o, c->t->rank, detail)) return;
   /* A peer that left on its own hears nothing more; one that broke the
    * protocol (or that we cannot keep up with) is told why and cut off. */
@@ -114,8 +113,25 @@ void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s,
   coll__tcp_loop_kick(c->t);
 }
 
+/* Reads what c's peer sent before its connection broke, to the end: a
+ * send that fails (the peer reset the connection) may be ahead of a
+ * goodbye that is waiting in the receive buffer. Returns the event that
+ * reading ended with. No lock held. */
+static tcp_ev_t read_to_end(tcp_conn_t *c, char *why) {
+  tcp_ev_t ev = TCP_EV_NONE;
+  int k;
+  uv_mutex_lock(&c->rmu);
+  /* Bounded: the kernel holds at most a socket buffer of it. */
+  for (k = 0; k < 256 && ev == TCP_EV_NONE && c->rstate < RS_CLOSED; k++)
+    ev = coll__tcp_rx_progress(c, 1, why);
+  uv_mutex_unlock(&c->rmu);
+  return ev;
+}
+
 void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why) {
   coll_origin_t o = {c->peer, COLL_CAUSE_LOST, 0};
+  char rwhy[TCP_WHY_MAX];
+  tcp_ev_t rev;
   switch (ev) {
     case TCP_EV_NONE:
     case TCP_EV_PAUSE: return;
@@ -123,8 +139,16 @@ void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why) {
       /* After a goodbye (or a protocol failure) the close is expected, and
        * so it is while this side is closing too. A goodbye that named
        * another rank failed the transport first: that origin stands. */
-      if (atomic_load(&c->fail.status) != 0 || atomic_load(&c->t->closing))
+      if (atomic_load(&c->fail.status) != 0 || atomic_load(&c->t->closing) ||
+          atomic_load(&c->t->fail.status) != 0)
         return;
+      /* A goodbye read now says who the failure really came from. */
+      rev = read_to_end(c, rwhy);
+      if (rev != TCP_EV_NONE && rev != TCP_EV_LOST) {
+        coll__tcp_handle_ev(c, rev, rwhy);
+        return;
+      }
+      if (atomic_load(&c->t->fail.status) != 0) return;
       o.detail = (uint32_t)atomic_load(&c->lost_err);
       COLL_INFO(COLL_LOG_NET, "tcp: %s", why);
       coll__tcp_fail_transport(c->t, &o);

@@ -2,10 +2,12 @@
 /* tcp_transport.c: creating the TCP transport (mesh, then loop thread),
  * aborting it from any thread, and tearing it down with a goodbye. */
 #include <errno.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,7 +18,7 @@
 #include "transport/tcp/tcp_int.h"
 #include "transport/transport.h"
 
-/* How long destroy tries to hand each goodbye to the kernel, in total. */
+/* How long destroy tries to get its goodbyes to the peers, in total. */
 #define GOODBYE_BUDGET_MS 1000
 /* Over sockets a 1 MiB pipeline segment amortises the framing, the
  * syscalls and the hand-off to the loop thread (measured). */
@@ -70,9 +72,8 @@ static int tcp_origin(void *ctx, coll_origin_t *o) {
 /* Tells every live peer we leave on purpose (so it fails only the work
  * that involves this rank), or finishes telling them why we failed, within
  * the budget; then the write sides are shut. */
-static void say_goodbye(tcp_transport_t *t) {
+static void say_goodbye(tcp_transport_t *t, int64_t deadline) {
   coll_origin_t o = {t->rank, COLL_CAUSE_DESTROYED, 0};
-  int64_t deadline = coll__now_ms() + GOODBYE_BUDGET_MS;
   int i;
   for (i = 0; i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
@@ -125,6 +126,30 @@ static void free_leftovers(tcp_conn_t *c) {
   c->cur_req = NULL;
 }
 
+/* Waits, within the budget, until the peer's kernel acknowledged all we
+ * sent on fd, the goodbye last. A peer whose receive buffer is full (it
+ * was not reading our stream) holds our goodbye back, and a close then
+ * would reset the connection, dropping it: the peer would take this rank
+ * for lost. Bytes that arrive meanwhile are read and dropped. */
+static void linger(int fd, int64_t deadline) {
+  char sink[4096];
+  int eof = 0;
+  for (;;) {
+    int unacked = 0;
+    int64_t left = deadline - coll__now_ms();
+    struct pollfd pf = {fd, eof ? 0 : POLLIN, 0};
+    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0 || left <= 0) return;
+    /* The queue shrinks without an event: look again every few ms. */
+    if (poll(&pf, 1, left < 5 ? (int)left : 5) < 0) return;
+    if (pf.revents & (POLLERR | POLLNVAL)) return;
+    if (pf.revents & POLLIN) {
+      ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (n == 0) eof = 1;
+      if (n < 0 && errno != EAGAIN && errno != EINTR) return;
+    }
+  }
+}
+
 /* Closing a socket with unread bytes (a peer's goodbye, say) sends a reset
  * instead of a FIN; read what is there first. */
 static void drain_close(int fd) {
@@ -137,13 +162,15 @@ static void drain_close(int fd) {
 
 static void tcp_destroy(void *ctx) {
   tcp_transport_t *t = ctx;
+  int64_t deadline = coll__now_ms() + GOODBYE_BUDGET_MS;
   int i;
   if (t == NULL) return;
   atomic_store(&t->closing, 1);
-  if (t->thread_started) say_goodbye(t);
+  if (t->thread_started) say_goodbye(t, deadline);
   coll__tcp_loop_stop(t);
   for (i = 0; t->conns != NULL && i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
+    if (c->fd >= 0) linger(c->fd, deadline);
     if (c->fd >= 0) drain_close(c->fd);
     free_leftovers(c);
     free(c->tail);
