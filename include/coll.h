@@ -70,18 +70,23 @@
  *  - rank 3 destroyed its comm while others still call: COLL_ERR_PEER_LOST,
  *    "rank 3 left (its comm was destroyed), seen by rank 0" (a destroy
  *    with a call in flight aborts first: as coll_abort).
- *  - rank 3 stopped or wedged: the ranks waiting on it time out at the
- *    comm's timeout (COLL_ERR_TIMEOUT); the ranks they end report
- *    COLL_ERR_TIMEOUT, "rank 1 timed out in a collective, seen by rank 0",
- *    naming the first rank whose wait ran out.
+ *  - rank 3 stopped, swapped out or wedged (TCP): COLL_ERR_PEER_LOST,
+ *    "rank 3 unresponsive for 10.0 s, seen by rank 0", within
+ *    COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) plus 5 %. Its transport
+ *    thread sends heartbeats on idle links, so a rank busy in its own code
+ *    is never reported. With heartbeats off (0) the ranks waiting on it
+ *    time out at the comm's timeout (COLL_ERR_TIMEOUT), and the ranks they
+ *    end report COLL_ERR_TIMEOUT, "rank 1 timed out in a collective, seen
+ *    by rank 0", naming the first rank whose wait ran out.
  *  - rank 3 sent bytes that break the wire protocol: COLL_ERR_PROTOCOL,
  *    "rank 3 broke the wire protocol, seen by rank 0" (the rank that read
  *    them adds what was wrong).
  *  - another failure that ends rank 3's comm: its status, "rank 3 failed
  *    (out of memory), seen by rank 0".
- * An idle comm reports a failure at its next call. A third party's
- * transport (coll_transport_create) cannot pass origins on: there a rank
- * may name the rank it heard of a failure from.
+ * An idle comm reports a failure at its next call (a frozen peer within a
+ * twentieth of the heartbeat timeout of the call's first wait on it). A
+ * third party's transport (coll_transport_create) cannot pass origins on:
+ * there a rank may name the rank it heard of a failure from.
  *
  * Compatibility. While the major version is 0 the library is libcoll.so.0
  * and promises this: a program built against an older 0.x header runs with

@@ -10,6 +10,8 @@
 /* A comm's bound on every wait when neither its config nor COLL_TIMEOUT_MS
  * gives one: five minutes. Named here only. */
 #define COLL_DEFAULT_TIMEOUT_MS 300000
+/* A TCP peer silent this long while a call waits on it is unresponsive. */
+#define COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000
 #define COLL_ENV_STR_(x) #x
 #define COLL_ENV_XSTR_(x) COLL_ENV_STR_(x)
 
@@ -44,7 +46,11 @@
   X(SIMD, "COLL_SIMD",                                                        \
     "reduction kernels: auto (default), scalar, avx2, avx512")                \
   X(BACKEND, "COLL_BACKEND",                                                  \
-    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")
+    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")  \
+  X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \
+    "TCP: a peer silent this long while a call waits on it is unresponsive, " \
+    "ms (default " COLL_ENV_XSTR_(COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS) "; 0: "  \
+    "off)")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,

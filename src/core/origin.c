@@ -64,6 +64,10 @@ void coll__origin_text(const coll_origin_t *o, int seen_by, char *buf,
       snprintf(what, sizeof what, "failed (%s)",
                coll_strerror(coll__origin_status(o)));
       break;
+    case COLL_CAUSE_UNRESPONSIVE:
+      snprintf(what, sizeof what, "unresponsive for %.1f s",
+               o->detail / 1000.0);
+      break;
     default: snprintf(what, sizeof what, "failed"); break;
   }
   snprintf(buf, n, "rank %d %s, seen by rank %d", o->rank, what, seen_by);

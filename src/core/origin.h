@@ -16,15 +16,17 @@
  * only add. */
 typedef enum coll_cause {
   COLL_CAUSE_NONE = 0,
-  COLL_CAUSE_LOST = 1,      /* process gone: reset or EOF without goodbye;
-                               detail: the errno seen, 0 for a plain EOF */
-  COLL_CAUSE_ABORTED = 2,   /* its owner called coll_abort */
-  COLL_CAUSE_DESTROYED = 3, /* its owner destroyed the comm */
-  COLL_CAUSE_PROTOCOL = 4,  /* it sent bytes that break the wire protocol */
-  COLL_CAUSE_TIMEOUT = 5,   /* its collective ran past the comm's timeout */
-  COLL_CAUSE_FAILED = 6,    /* another local failure; detail: its status */
+  COLL_CAUSE_LOST = 1,         /* process gone: reset or EOF without goodbye;
+                                  detail: the errno seen, 0 for a plain EOF */
+  COLL_CAUSE_ABORTED = 2,      /* its owner called coll_abort */
+  COLL_CAUSE_DESTROYED = 3,    /* its owner destroyed the comm */
+  COLL_CAUSE_PROTOCOL = 4,     /* it sent bytes that break the wire protocol */
+  COLL_CAUSE_TIMEOUT = 5,      /* its collective ran past the comm's timeout */
+  COLL_CAUSE_FAILED = 6,       /* another local failure; detail: its status */
+  COLL_CAUSE_UNRESPONSIVE = 7, /* silent past the heartbeat timeout while a
+                                  call waited on it; detail: how long, ms */
 } coll_cause_t;
-#define COLL_CAUSE_MAX COLL_CAUSE_FAILED
+#define COLL_CAUSE_MAX COLL_CAUSE_UNRESPONSIVE
 
 typedef struct coll_origin {
   int rank;        /* where the failure started */

@@ -3,8 +3,10 @@
  * a stream of allreduces through public comms; then one rank is killed
  * (every survivor must name it lost), or one or every rank's comm is
  * aborted by a watchdog thread (every rank must report COLL_ERR_ABORTED,
- * naming the aborted rank when it was another). Run with `figures` it
- * prints the fault harness's figures instead (tools/fault-harness.sh). */
+ * naming the aborted rank when it was another), or one rank is stopped
+ * (every other rank must report it unresponsive, while a rank busy in its
+ * own code is not). Run with `figures` it prints the fault harness's
+ * figures instead (tools/fault-harness.sh). */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -101,16 +103,17 @@ typedef struct kill_result {
   int64_t slowest_ms; /* from the kill to the last survivor's error */
 } kill_result_t;
 
-/* One job: kills `victim` once every rank streams. Returns 0, or -1 with
- * msg when the job itself broke (a rank never got ready or hung). */
-static int kill_trial(int world, int victim, size_t count, kill_result_t *res,
-                      char *msg, size_t cap) {
+/* One job: sends `sig` (SIGKILL, or SIGSTOP: then SIGKILL once the others
+ * are done) to `victim` once every rank streams. Returns 0, or -1 with msg
+ * when the job itself broke (a rank never got ready or hung). */
+static int signal_trial(int world, int victim, int sig, size_t count,
+                        kill_result_t *res, char *msg, size_t cap) {
   tt_job_t job;
   blame_arg_t a = {MODE_KILL, victim, count, 0, NULL};
-  pid_t pids[MAXW];
-  int codes[MAXW], r, rc = 0;
+  pid_t pids[MAXW], others[MAXW];
+  int codes[MAXW], r, n = 0, rc = 0;
   int64_t killed;
-  char want[32];
+  char want[40];
   if (tt_job_init(&job, "127.0.0.1", NULL) != 0) {
     snprintf(msg, cap, "job init");
     return -1;
@@ -134,9 +137,22 @@ static int kill_trial(int world, int victim, size_t count, kill_result_t *res,
   }
   if (rc == 0) tt_sleep_ms(30 + 20 * victim); /* into the stream */
   killed = tt_now_ms();
-  kill(pids[victim], SIGKILL);
-  if (tt_wait(pids, world, JOB_MS, codes, msg, cap) < 0) rc = -1;
-  snprintf(want, sizeof want, "rank %d lost", victim);
+  kill(pids[victim], sig);
+  if (sig == SIGKILL) {
+    if (tt_wait(pids, world, JOB_MS, codes, msg, cap) < 0) rc = -1;
+  } else {
+    /* The others end on their own; the stopped one only when killed. */
+    for (r = 0; r < world; r++)
+      if (r != victim) others[n++] = pids[r];
+    if (tt_wait(others, n, JOB_MS, codes, msg, cap) < 0) rc = -1;
+    for (r = world - 1; r >= 0; r--)
+      codes[r] = r == victim ? 0 : codes[r - (r > victim)];
+    kill(pids[victim], SIGCONT);
+    kill(pids[victim], SIGKILL);
+    tt_wait(pids + victim, 1, 10000, &n, want, sizeof want);
+  }
+  snprintf(want, sizeof want, "rank %d %s", victim,
+           sig == SIGKILL ? "lost" : "unresponsive");
   for (r = 0; rc == 0 && r < world; r++) {
     int64_t took = a.sh->fail_ms[r] - killed;
     if (r == victim) continue;
@@ -285,7 +301,8 @@ static void test_kill9_names_the_dead_rank(void **state) {
   for (v = 0; v < CI_WORLD; v++) {
     kill_result_t res = {0, 0, 0};
     char msg[TT_TEXT * 2] = "";
-    if (kill_trial(CI_WORLD, v, CI_COUNT, &res, msg, sizeof msg) != 0)
+    if (signal_trial(CI_WORLD, v, SIGKILL, CI_COUNT, &res, msg, sizeof msg) !=
+        0)
       fail_msg("kill rank %d: %s", v, msg);
     printf("kill -9 rank %d: %d/%d survivors named it, slowest in %lld ms\n", v,
            res.named_right, res.survivors, (long long)res.slowest_ms);
@@ -322,6 +339,103 @@ static void test_abort_one_names_it(void **state) {
     fail_msg("abort one: %d of %d wrong: %s", wrong, outcomes, msg);
 }
 
+/* ---- heartbeats -----------------------------------------------------------
+ */
+
+#define HB_MS "1000"
+
+/* A rank stopped (SIGSTOP) in the middle of the allreduces: every other
+ * rank reports it unresponsive, naming it, after about the heartbeat
+ * timeout (printed, not asserted: the machine may be busy). */
+static void test_sigstop_reported_unresponsive(void **state) {
+  kill_result_t res = {0, 0, 0};
+  char msg[TT_TEXT * 2] = "";
+  int rc;
+  (void)state;
+  setenv("COLL_HEARTBEAT_TIMEOUT_MS", HB_MS, 1);
+  rc = signal_trial(CI_WORLD, 1, SIGSTOP, CI_COUNT / 4, &res, msg, sizeof msg);
+  unsetenv("COLL_HEARTBEAT_TIMEOUT_MS");
+  if (rc != 0) fail_msg("sigstop: %s", msg);
+  printf(
+      "SIGSTOP rank 1, heartbeat timeout %s ms: %d/%d others named it "
+      "unresponsive, the last after %lld ms\n",
+      HB_MS, res.named_right, res.survivors, (long long)res.slowest_ms);
+  if (res.named_right != res.survivors) fail_msg("sigstop: %s", msg);
+}
+
+/* Three allreduces; rank 1 spends 3 s in its own code before the second
+ * while the others already wait in it. Its loop thread still sends
+ * heartbeats: nobody reports it. */
+static int rank_busy(tt_job_t *job, int rank, int world, void *arg) {
+  blame_arg_t *a = arg;
+  coll_comm_t *c;
+  coll_status_t s = COLL_OK;
+  float *buf = malloc(a->count * sizeof *buf);
+  size_t i;
+  int k;
+  if (buf == NULL) return 3;
+  TRY(make_comm(job, rank, world, &c), "comm");
+  for (k = 0; k < 3 && s == COLL_OK; k++) {
+    if (k == 1 && rank == 1) tt_sleep_ms(3000);
+    for (i = 0; i < a->count; i++) buf[i] = (float)(rank + 1);
+    s = coll_allreduce(c, buf, buf, a->count, COLL_F32, COLL_SUM, NULL);
+    if (s == COLL_OK && buf[0] != (float)(world * (world + 1) / 2))
+      s = coll_set_last_error(COLL_ERR_INTERNAL, "wrong sum %g",
+                              (double)buf[0]);
+  }
+  a->sh->status[rank] = (int)s;
+  snprintf(a->sh->text[rank], TT_TEXT, "%s", s ? coll_last_error() : "");
+  coll_comm_destroy(c);
+  free(buf);
+  return 0;
+}
+
+static void test_busy_rank_is_not_unresponsive(void **state) {
+  tt_job_t job;
+  blame_arg_t a = {MODE_KILL, 1, 1024, 0, NULL};
+  char msg[256];
+  int r, rc;
+  (void)state;
+  assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
+  a.sh = mmap(NULL, sizeof *a.sh, PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(a.sh != MAP_FAILED);
+  memset(a.sh, 0, sizeof *a.sh);
+  setenv("COLL_HEARTBEAT_TIMEOUT_MS", HB_MS, 1);
+  rc = tt_run(&job, CI_WORLD, rank_busy, &a, JOB_MS, msg, sizeof msg);
+  unsetenv("COLL_HEARTBEAT_TIMEOUT_MS");
+  if (rc != 0) fail_msg("busy: %s", msg);
+  for (r = 0; r < CI_WORLD; r++)
+    if (a.sh->status[r] != COLL_OK)
+      fail_msg("busy: rank %d: %s: %s", r,
+               coll_status_name((coll_status_t)a.sh->status[r]), a.sh->text[r]);
+  munmap(a.sh, sizeof *a.sh);
+  tt_job_fini(&job);
+}
+
+/* A heartbeat timeout that is not a number of ms >= 0 is refused at
+ * creation, naming the variable; 0 turns heartbeats off. */
+static void test_heartbeat_env_checked(void **state) {
+  static const char *const bad[] = {"soon", "-5", "10s"};
+  tt_job_t job;
+  coll_transport_t *t = NULL;
+  size_t i;
+  (void)state;
+  assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("COLL_HEARTBEAT_TIMEOUT_MS", bad[i], 1);
+    assert_int_equal(tt_create(&job, 0, 1, &t), COLL_ERR_INVALID_ARG);
+    assert_null(t);
+    assert_non_null(strstr(coll_last_error(), "COLL_HEARTBEAT_TIMEOUT_MS"));
+    assert_non_null(strstr(coll_last_error(), bad[i]));
+  }
+  setenv("COLL_HEARTBEAT_TIMEOUT_MS", "0", 1);
+  assert_int_equal(tt_create(&job, 0, 1, &t), COLL_OK);
+  coll_transport_destroy(t);
+  unsetenv("COLL_HEARTBEAT_TIMEOUT_MS");
+  tt_job_fini(&job);
+}
+
 /* ---- figures ------------------------------------------------------------- */
 
 /* figures WORLD KILL_TRIALS ABORT_TRIALS MIB: prints the share of survivors
@@ -340,7 +454,8 @@ static int figures(int world, int kill_n, int abort_n, size_t mib) {
   for (k = 0; k < kill_n; k++) {
     kill_result_t res = {0, 0, 0};
     msg[0] = '\0';
-    if (kill_trial(world, k % world, count, &res, msg, sizeof msg) != 0) {
+    if (signal_trial(world, k % world, SIGKILL, count, &res, msg, sizeof msg) !=
+        0) {
       fprintf(stderr, "kill trial %d: job broke: %s\n", k, msg);
       broken++;
       continue;
@@ -379,6 +494,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_kill9_names_the_dead_rank),
       cmocka_unit_test(test_watchdog_abort_all),
       cmocka_unit_test(test_abort_one_names_it),
+      cmocka_unit_test(test_sigstop_reported_unresponsive),
+      cmocka_unit_test(test_busy_rank_is_not_unresponsive),
+      cmocka_unit_test(test_heartbeat_env_checked),
   };
   /* The harness's setting: no descriptor agreement before each call, so
    * an abort meets ranks in the middle of the data exchange. */

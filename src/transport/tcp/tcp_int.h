@@ -38,6 +38,9 @@ typedef struct coll_tcp_xopts {
   int64_t hs_timeout_ms; /* per accepted connection's handshake */
   int sock_buf;          /* SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning */
   int64_t spin_ns;       /* wait() retries without sleeping this long */
+  /* A peer silent this long while a request on its connection is pending
+   * is unresponsive (0: no heartbeats; < 0: COLL_HEARTBEAT_TIMEOUT_MS). */
+  int64_t hb_timeout_ms;
 } coll_tcp_xopts_t;
 
 #define COLL_TCP_FRAME_CAP_DEFAULT ((size_t)1 << 30)
@@ -148,7 +151,7 @@ struct tcp_conn {
   size_t cur_total;   /* message bytes announced so far */
   tcp_req_t *cur_req; /* the matched receive, or NULL */
   tcp_umsg_t *cur_umsg;
-  int cur_discard; /* too long for cur_req: drain, then LENGTH_MISMATCH */
+  int cur_discard;   /* too long for cur_req: drain, then LENGTH_MISMATCH */
   coll_origin_t bye; /* what the peer's goodbye said, once RS_CLOSED */
   /* How the connection ended without goodbye: the errno, 0 for EOF.
    * Written by the thread that saw it, before it reports TCP_EV_LOST. */
@@ -195,8 +198,9 @@ struct tcp_transport {
 
   uv_loop_t loop;
   uv_async_t async;
+  uv_timer_t hb_timer; /* heartbeats: sent on idle links, silence judged */
   uv_thread_t thread;
-  int loop_init, async_init, thread_started, req_mu_init;
+  int loop_init, async_init, hb_init, thread_started, req_mu_init;
 };
 
 /* 1 once nothing may move on c any more: the transport was aborted or
@@ -248,6 +252,9 @@ void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o);
  * all of it went (or the socket failed). Returns 1 when nothing is left. */
 int coll__tcp_tx_flush(tcp_conn_t *c);
 
+/* tcp_heartbeat.c: one tick of the heartbeat timer. Loop thread only. */
+void coll__tcp_heartbeat_tick(tcp_transport_t *t);
+
 /* tcp_loop.c: the loop thread. */
 coll_status_t coll__tcp_loop_start(tcp_transport_t *t);
 /* Has the loop thread re-judge what it watches. Any thread. */
@@ -273,8 +280,8 @@ void coll__tcp_fail_transport(tcp_transport_t *t, const coll_origin_t *o);
  * at o with local status s (detail, if not NULL, ends the text); unless
  * the peer left on its own (DESTROYED), says o to it and shuts the
  * connection. */
-void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s,
-                         const coll_origin_t *o, const char *detail);
+void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s, const coll_origin_t *o,
+                         const char *detail);
 /* Acts on an event from a progress call (no lock held). */
 void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why);
 /* Counts r as pending on its connection (its direction's lock held). */

@@ -314,7 +314,8 @@ static tcp_ev_t on_goodbye(tcp_conn_t *c, const coll_tcp_frame_t *f,
 static size_t staged_need(const tcp_conn_t *c) {
   const uint8_t *h = c->rbuf + c->rpos;
   if (c->rend - c->rpos < COLL_TCP_FRAME_BYTES) return COLL_TCP_FRAME_BYTES;
-  if (h[6] == COLL_TCP_K_GOODBYE && coll__get_le64(h + 16) == COLL_TCP_BYE_BYTES)
+  if (h[6] == COLL_TCP_K_GOODBYE &&
+      coll__get_le64(h + 16) == COLL_TCP_BYE_BYTES)
     return COLL_TCP_FRAME_BYTES + COLL_TCP_BYE_BYTES;
   return COLL_TCP_FRAME_BYTES;
 }
@@ -346,6 +347,8 @@ static tcp_ev_t on_header(tcp_conn_t *c, int force, char *why) {
              (unsigned long long)f.len, c->t->x.frame_cap);
   } else if (f.kind == COLL_TCP_K_GOODBYE) {
     return on_goodbye(c, &f, why);
+  } else if (f.kind == COLL_TCP_K_HEARTBEAT && f.len == 0) {
+    return TCP_EV_NONE; /* its arrival is all it says (tcp_heartbeat.c) */
   } else if (f.kind == COLL_TCP_K_DATA && !c->in_msg) {
     return start_message(c, &f, why);
   } else if (f.kind == COLL_TCP_K_CONT && c->in_msg && f.tag == c->cur_tag) {

@@ -29,6 +29,22 @@ void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->hs_timeout_ms = COLL_TCP_HS_TIMEOUT_DEFAULT;
   x->sock_buf = COLL_TCP_SOCK_BUF_DEFAULT;
   x->spin_ns = COLL_TCP_SPIN_NS_DEFAULT;
+  x->hb_timeout_ms = -1;
+}
+
+/* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment;
+ * a value that is not a number of milliseconds >= 0 is refused. */
+static coll_status_t heartbeat_from_env(coll_tcp_xopts_t *x) {
+  int64_t v = COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS;
+  if (x->hb_timeout_ms >= 0) return COLL_OK;
+  if (coll__env_parse_int(COLL_ENV_HEARTBEAT_TIMEOUT_MS, &v) < 0 || v < 0)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "COLL_HEARTBEAT_TIMEOUT_MS='%s' is not a number of "
+                     "milliseconds >= 0 (0: no heartbeats; unset: %d)",
+                     coll__env(COLL_ENV_HEARTBEAT_TIMEOUT_MS),
+                     COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS);
+  x->hb_timeout_ms = v;
+  return COLL_OK;
 }
 
 /* Ends the transport for a failure that started at o, or at the origin
@@ -256,6 +272,7 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   t->rank = o->rank;
   t->world = o->world;
   t->x = *x;
+  COLL_CHECK_GOTO(heartbeat_from_env(&t->x), s, fail);
   atomic_init(&t->wait_peer, -1);
   if (uv_mutex_init(&t->req_mu) != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "tcp: cannot create a mutex");

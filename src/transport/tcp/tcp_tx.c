@@ -143,8 +143,8 @@ void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
   off += prest;
   coll__tcp_frame_encode(c->tail + off, COLL_TCP_K_GOODBYE, 0,
                          (uint32_t)c->t->rank, 0, COLL_TCP_BYE_BYTES);
-  coll__tcp_bye_encode(c->tail + off + COLL_TCP_FRAME_BYTES,
-                       (uint32_t)o->rank, (uint16_t)o->cause, o->detail);
+  coll__tcp_bye_encode(c->tail + off + COLL_TCP_FRAME_BYTES, (uint32_t)o->rank,
+                       (uint16_t)o->cause, o->detail);
   (void)coll__tcp_tx_flush(c);
 }
 

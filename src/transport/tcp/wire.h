@@ -23,9 +23,10 @@
  * followed by CONT frames; every frame but the last has COLL_TCP_F_MORE. The
  * frames of one message are contiguous on the stream. */
 enum {
-  COLL_TCP_K_DATA = 1,    /* first (often only) frame of a message */
-  COLL_TCP_K_CONT = 2,    /* next frame of the same message (same tag) */
-  COLL_TCP_K_GOODBYE = 3, /* the sender closes: a bye payload says why */
+  COLL_TCP_K_DATA = 1,      /* first (often only) frame of a message */
+  COLL_TCP_K_CONT = 2,      /* next frame of the same message (same tag) */
+  COLL_TCP_K_GOODBYE = 3,   /* the sender closes: a bye payload says why */
+  COLL_TCP_K_HEARTBEAT = 4, /* the sender is alive; len 0, between messages */
 };
 #define COLL_TCP_F_MORE 0x01u
 
