@@ -5,7 +5,8 @@
 #   - kill -9 of one rank (each rank in turn), KILL_TRIALS times (default
 #     20) at worlds 4 and 8: the share of survivor errors that named the
 #     killed rank, and the slowest survivor's time from the kill to its
-#     error;
+#     error; then a quarter as many SIGSTOPs with a 1 s heartbeat timeout
+#     (the share that named the stopped rank unresponsive, and how soon);
 #   - a watchdog thread on every rank aborts its comm at a random moment,
 #     ABORT_TRIALS times (default 1000) at world 4: the share of outcomes
 #     that were COLL_ERR_ABORTED.

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -40,6 +41,8 @@ typedef struct blame_shared {
   char text[MAXW][TT_TEXT];
   int trials[MAXW]; /* abort modes: trials run, and the wrong outcomes */
   int wrong[MAXW];
+  int64_t abort_us[MAXW]; /* the slowest return after an own abort */
+  int64_t call_us[MAXW];  /* the slowest coll_abort call */
   char wrong_text[MAXW][TT_TEXT];
 } blame_shared_t;
 
@@ -62,16 +65,19 @@ static coll_status_t make_comm(tt_job_t *job, int rank, int world,
 }
 
 /* Allreduces until one fails (or one sums wrong: COLL_ERR_INTERNAL).
- * Sets ready once the first one succeeded. */
+ * Sets ready once the first one succeeded; in_call (if not NULL) while
+ * inside coll_allreduce. */
 static coll_status_t stream(coll_comm_t *c, float *buf, size_t count, int rank,
-                            int world, atomic_int *ready) {
+                            int world, atomic_int *ready, atomic_int *in_call) {
   float want = (float)(world * (world + 1) / 2);
   coll_status_t s;
   size_t i;
   for (;;) {
     for (i = 0; i < count; i++) buf[i] = (float)(rank + 1);
+    if (in_call != NULL) atomic_store(in_call, 1);
     s = coll_allreduce(c, buf, buf, count, COLL_F32, COLL_SUM, NULL);
-    if (s != COLL_OK) return s;
+    if (s != COLL_OK) return s; /* in_call stays set: the call was on */
+    if (in_call != NULL) atomic_store(in_call, 0);
     if (buf[0] != want || buf[count - 1] != want)
       return coll_set_last_error(COLL_ERR_INTERNAL, "sum %g, want %g",
                                  (double)buf[0], (double)want);
@@ -89,7 +95,7 @@ static int rank_kill(tt_job_t *job, int rank, int world, void *arg) {
   float *buf = malloc(a->count * sizeof *buf);
   if (buf == NULL) return 3;
   TRY(make_comm(job, rank, world, &c), "comm");
-  s = stream(c, buf, a->count, rank, world, &sh->ready[rank]);
+  s = stream(c, buf, a->count, rank, world, &sh->ready[rank], NULL);
   sh->fail_ms[rank] = tt_now_ms();
   sh->status[rank] = (int)s;
   snprintf(sh->text[rank], TT_TEXT, "%s", coll_last_error());
@@ -180,12 +186,28 @@ static int signal_trial(int world, int victim, int sig, size_t count,
 typedef struct watchdog {
   coll_abort_handle_t *h;
   int delay_ms;
+  atomic_int in_call; /* the rank is inside coll_allreduce */
+  int blocked;        /* it was when the watchdog aborted */
+  int64_t at_us;      /* when it aborted */
+  int64_t call_us;    /* how long coll_abort itself took */
 } watchdog_t;
+
+/* The slowest coll_abort call any rank of any abort job made (parent). */
+static int64_t call_us_max;
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static void watchdog_main(void *arg) {
   watchdog_t *w = arg;
   tt_sleep_ms(w->delay_ms);
+  w->blocked = atomic_load(&w->in_call);
+  w->at_us = now_us();
   coll_abort(w->h);
+  w->call_us = now_us() - w->at_us;
 }
 
 /* One trial's job directory and id, under the job's, so that every rank
@@ -220,7 +242,8 @@ static int rank_abort(tt_job_t *job, int rank, int world, void *arg) {
   for (k = 0; k < a->trials; k++) {
     tt_job_t tj;
     coll_comm_t *c;
-    watchdog_t w = {NULL, 0};
+    watchdog_t w = {NULL, 0, 0, 0, 0, 0};
+    int64_t took;
     uv_thread_t th;
     int armed = a->mode == MODE_ABORT_ALL || rank == a->victim;
     coll_status_t s;
@@ -229,8 +252,15 @@ static int rank_abort(tt_job_t *job, int rank, int world, void *arg) {
     TRY(coll_comm_abort_handle(c, &w.h), "abort handle");
     w.delay_ms = (int)(rand_r(&seed) % 25u);
     if (armed && uv_thread_create(&th, watchdog_main, &w) != 0) return 4;
-    s = stream(c, buf, a->count, rank, world, NULL);
+    s = stream(c, buf, a->count, rank, world, NULL, &w.in_call);
+    took = now_us();
     if (armed) uv_thread_join(&th);
+    /* How long its own abort took to end the call it found running (a
+     * peer's abort may have ended it first: then this is negative). */
+    took -= w.at_us;
+    if (armed && w.blocked && took > sh->abort_us[rank])
+      sh->abort_us[rank] = took;
+    if (armed && w.call_us > sh->call_us[rank]) sh->call_us[rank] = w.call_us;
     if (!abort_outcome_ok(a, rank, s, coll_last_error()) &&
         sh->wrong[rank]++ == 0)
       snprintf(sh->wrong_text[rank], TT_TEXT, "trial %d: %s: %s", k,
@@ -247,8 +277,8 @@ static int rank_abort(tt_job_t *job, int rank, int world, void *arg) {
  * outcomes to *outcomes and the wrong ones to *wrong (first text in msg).
  * Returns 0, or -1 when the job broke. */
 static int abort_trials(int mode, int world, int victim, int trials,
-                        size_t count, int *outcomes, int *wrong, char *msg,
-                        size_t cap) {
+                        size_t count, int *outcomes, int *wrong,
+                        int64_t *abort_us, char *msg, size_t cap) {
   tt_job_t job;
   blame_arg_t a = {mode, victim, count, trials, NULL};
   pid_t pids[MAXW];
@@ -272,6 +302,8 @@ static int abort_trials(int mode, int world, int victim, int trials,
     }
     *outcomes += a.sh->trials[r];
     *wrong += a.sh->wrong[r];
+    if (a.sh->abort_us[r] > *abort_us) *abort_us = a.sh->abort_us[r];
+    if (a.sh->call_us[r] > call_us_max) call_us_max = a.sh->call_us[r];
     if (a.sh->wrong[r] > 0 && rc == 0)
       snprintf(msg, cap, "rank %d: %s", r, a.sh->wrong_text[r]);
   }
@@ -315,13 +347,16 @@ static void test_kill9_names_the_dead_rank(void **state) {
  * arrived first; never PEER_LOST of a rank that is alive. */
 static void test_watchdog_abort_all(void **state) {
   int outcomes = 0, wrong = 0;
+  int64_t abort_us = 0;
   char msg[TT_TEXT * 2] = "";
   (void)state;
   if (abort_trials(MODE_ABORT_ALL, CI_WORLD, 0, 50, CI_COUNT / 4, &outcomes,
-                   &wrong, msg, sizeof msg) != 0)
+                   &wrong, &abort_us, msg, sizeof msg) != 0)
     fail_msg("watchdog: %s", msg);
-  printf("watchdog aborts: %d/%d outcomes ABORTED\n", outcomes - wrong,
-         outcomes);
+  printf(
+      "watchdog aborts: %d/%d outcomes ABORTED; slowest coll_abort %.2f ms, "
+      "slowest return of a call it ended %.2f ms\n",
+      outcomes - wrong, outcomes, call_us_max / 1000.0, abort_us / 1000.0);
   if (wrong != 0 || outcomes != 50 * CI_WORLD)
     fail_msg("watchdog: %d of %d wrong: %s", wrong, outcomes, msg);
 }
@@ -329,11 +364,12 @@ static void test_watchdog_abort_all(void **state) {
 /* One rank's comm aborted: the others report "rank N aborted". */
 static void test_abort_one_names_it(void **state) {
   int outcomes = 0, wrong = 0, v;
+  int64_t abort_us = 0;
   char msg[TT_TEXT * 2] = "";
   (void)state;
   for (v = 0; v < CI_WORLD; v++)
     if (abort_trials(MODE_ABORT_ONE, CI_WORLD, v, 3, CI_COUNT / 4, &outcomes,
-                     &wrong, msg, sizeof msg) != 0)
+                     &wrong, &abort_us, msg, sizeof msg) != 0)
       fail_msg("abort rank %d: %s", v, msg);
   if (wrong != 0 || outcomes != 3 * CI_WORLD * CI_WORLD)
     fail_msg("abort one: %d of %d wrong: %s", wrong, outcomes, msg);
@@ -439,13 +475,14 @@ static void test_heartbeat_env_checked(void **state) {
 /* ---- figures ------------------------------------------------------------- */
 
 /* figures WORLD KILL_TRIALS ABORT_TRIALS MIB: prints the share of survivors
- * that named the killed rank, the slowest survivor's time to error, and
- * the share of watchdog-abort outcomes that were COLL_ERR_ABORTED. Exit
- * status 0 only when every one was right. */
+ * that named the killed rank, the slowest survivor's time to error, the
+ * same for a quarter as many SIGSTOPs (heartbeat timeout 1 s), and the
+ * share of watchdog-abort outcomes that were COLL_ERR_ABORTED. Exit status
+ * 0 only when every one was right. */
 static int figures(int world, int kill_n, int abort_n, size_t mib) {
   size_t count = (mib << 20) / sizeof(float);
-  int right = 0, total = 0, k, outcomes = 0, wrong = 0, broken = 0;
-  int64_t slowest = 0;
+  int right = 0, total = 0, k, outcomes = 0, wrong = 0, broken = 0, bad;
+  int64_t slowest = 0, abort_us = 0;
   char msg[TT_TEXT * 2];
   if (world < 2 || world > MAXW || count == 0) {
     fprintf(stderr, "figures: world 2..%d and a size of 1 MiB or more\n", MAXW);
@@ -472,21 +509,52 @@ static int figures(int world, int kill_n, int abort_n, size_t mib) {
         "named the killed rank (%.1f %%), slowest survivor %lld ms\n",
         world, mib, kill_n, right, total, total ? 100.0 * right / total : 0.0,
         (long long)slowest);
+  /* A few SIGSTOPs with a 1 s heartbeat timeout: how soon the last of the
+   * others reported the stopped rank unresponsive. */
+  bad = total - right;
+  right = total = 0;
+  slowest = 0;
+  setenv("COLL_HEARTBEAT_TIMEOUT_MS", HB_MS, 1);
+  for (k = 0; k < (kill_n + 3) / 4; k++) {
+    kill_result_t res = {0, 0, 0};
+    msg[0] = '\0';
+    if (signal_trial(world, k % world, SIGSTOP, count, &res, msg, sizeof msg) !=
+        0) {
+      fprintf(stderr, "stop trial %d: job broke: %s\n", k, msg);
+      broken++;
+      continue;
+    }
+    if (res.named_right != res.survivors)
+      fprintf(stderr, "stop trial %d: %s\n", k, msg);
+    right += res.named_right;
+    total += res.survivors;
+    if (res.slowest_ms > slowest) slowest = res.slowest_ms;
+  }
+  unsetenv("COLL_HEARTBEAT_TIMEOUT_MS");
+  if (kill_n > 0)
+    printf(
+        "world %d, SIGSTOP x %d, heartbeat timeout %s ms: %d/%d others "
+        "named the stopped rank unresponsive (%.1f %%), the last after "
+        "%lld ms\n",
+        world, (kill_n + 3) / 4, HB_MS, right, total,
+        total ? 100.0 * right / total : 0.0, (long long)slowest);
   msg[0] = '\0';
   if (abort_n > 0) {
     if (abort_trials(MODE_ABORT_ALL, world, 0, abort_n, count, &outcomes,
-                     &wrong, msg, sizeof msg) != 0) {
+                     &wrong, &abort_us, msg, sizeof msg) != 0) {
       fprintf(stderr, "abort trials: job broke: %s\n", msg);
       broken++;
     }
     printf(
         "world %d, watchdog abort on every comm x %d: %d/%d outcomes "
-        "COLL_ERR_ABORTED (%.1f %%)%s%s\n",
+        "COLL_ERR_ABORTED (%.1f %%); slowest coll_abort %.2f ms, slowest "
+        "return of a call it ended %.2f ms%s%s\n",
         world, abort_n, outcomes - wrong, outcomes,
         outcomes ? 100.0 * (outcomes - wrong) / outcomes : 0.0,
-        wrong ? "; first wrong: " : "", wrong ? msg : "");
+        call_us_max / 1000.0, abort_us / 1000.0, wrong ? "; first wrong: " : "",
+        wrong ? msg : "");
   }
-  return broken || right != total || wrong ? 1 : 0;
+  return broken || bad || right != total || wrong ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

@@ -124,6 +124,14 @@ static tcp_ev_t read_to_end(tcp_conn_t *c, char *why) {
   /* Bounded: the kernel holds at most a socket buffer of it. */
   for (k = 0; k < 256 && ev == TCP_EV_NONE && c->rstate < RS_CLOSED; k++)
     ev = coll__tcp_rx_progress(c, 1, why);
+  /* Another thread may have read the goodbye just before (it reports it
+   * once it dropped the lock): it counts the same. */
+  if (ev == TCP_EV_NONE && c->rstate == RS_CLOSED) {
+    snprintf(why, TCP_WHY_MAX, "rank %d said goodbye", c->peer);
+    ev = c->bye.cause == COLL_CAUSE_DESTROYED && c->bye.rank == c->peer
+             ? TCP_EV_GOODBYE
+             : TCP_EV_FAILED;
+  }
   uv_mutex_unlock(&c->rmu);
   return ev;
 }
@@ -137,10 +145,12 @@ void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why) {
     case TCP_EV_PAUSE: return;
     case TCP_EV_LOST:
       /* After a goodbye (or a protocol failure) the close is expected, and
-       * so it is while this side is closing too. A goodbye that named
-       * another rank failed the transport first: that origin stands. */
+       * so it is while this side is closing, or ending the transport itself
+       * (an abort sets `aborted` just before it claims the origin). A
+       * goodbye that named another rank failed the transport first: that
+       * origin stands. */
       if (atomic_load(&c->fail.status) != 0 || atomic_load(&c->t->closing) ||
-          atomic_load(&c->t->fail.status) != 0)
+          atomic_load(&c->t->aborted) || atomic_load(&c->t->fail.status) != 0)
         return;
       /* A goodbye read now says who the failure really came from. */
       rev = read_to_end(c, rwhy);

@@ -252,6 +252,13 @@ void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o);
  * all of it went (or the socket failed). Returns 1 when nothing is left. */
 int coll__tcp_tx_flush(tcp_conn_t *c);
 
+/* tcp_bye.c: the last words of destroy. Queues this rank's goodbye
+ * (COLL_CAUSE_DESTROYED) on every connection that has none queued yet. */
+void coll__tcp_bye_queue(tcp_transport_t *t);
+/* After the loop thread stopped: writes what is left of every goodbye and
+ * waits until each peer's kernel took all we sent, until deadline (ms). */
+void coll__tcp_bye_finish(tcp_transport_t *t, int64_t deadline);
+
 /* tcp_heartbeat.c: one tick of the heartbeat timer. Loop thread only. */
 void coll__tcp_heartbeat_tick(tcp_transport_t *t);
 

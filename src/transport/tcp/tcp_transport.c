@@ -2,12 +2,9 @@
 /* tcp_transport.c: creating the TCP transport (mesh, then loop thread),
  * aborting it from any thread, and tearing it down with a goodbye. */
 #include <errno.h>
-#include <linux/sockios.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,48 +82,6 @@ static int tcp_origin(void *ctx, coll_origin_t *o) {
   return 1;
 }
 
-/* Tells every live peer we leave on purpose (so it fails only the work
- * that involves this rank), or finishes telling them why we failed, within
- * the budget; then the write sides are shut. */
-static void say_goodbye(tcp_transport_t *t, int64_t deadline) {
-  coll_origin_t o = {t->rank, COLL_CAUSE_DESTROYED, 0};
-  int i;
-  for (i = 0; i < t->world; i++) {
-    tcp_conn_t *c = &t->conns[i];
-    /* Also to a peer that said goodbye first: it may still be listening
-     * while it tears down, and must not take our close for a crash. */
-    if (c->fd < 0) continue;
-    uv_mutex_lock(&c->smu);
-    /* Sends never waited for (a broken contract) may have freed buffers:
-     * no goodbye after them, the peer sees the connection closed. */
-    if (c->sq != NULL && atomic_load(&c->bye_state) == TCP_BYE_NONE) {
-      atomic_store(&c->bye_state, TCP_BYE_SENT);
-      shutdown(c->fd, SHUT_WR);
-    }
-    coll__tcp_tx_farewell(c, &o);
-    uv_mutex_unlock(&c->smu);
-  }
-  for (i = 0; i < t->world; i++) {
-    tcp_conn_t *c = &t->conns[i];
-    for (;;) {
-      struct pollfd pf = {c->fd, POLLOUT, 0};
-      int64_t left = deadline - coll__now_ms();
-      int done;
-      if (c->fd < 0) break;
-      uv_mutex_lock(&c->smu);
-      done = coll__tcp_tx_flush(c);
-      uv_mutex_unlock(&c->smu);
-      if (done) break;
-      if (left <= 0 || poll(&pf, 1, (int)left) < 0) {
-        COLL_INFO(COLL_LOG_NET, "tcp: rank %d: no goodbye sent to rank %d",
-                  t->rank, c->peer);
-        shutdown(c->fd, SHUT_WR);
-        break;
-      }
-    }
-  }
-}
-
 /* Requests never waited for (a broken contract) are freed, not leaked. */
 static void free_leftovers(tcp_conn_t *c) {
   tcp_req_t *r;
@@ -140,30 +95,6 @@ static void free_leftovers(tcp_conn_t *c) {
   }
   free(c->cur_req);
   c->cur_req = NULL;
-}
-
-/* Waits, within the budget, until the peer's kernel acknowledged all we
- * sent on fd, the goodbye last. A peer whose receive buffer is full (it
- * was not reading our stream) holds our goodbye back, and a close then
- * would reset the connection, dropping it: the peer would take this rank
- * for lost. Bytes that arrive meanwhile are read and dropped. */
-static void linger(int fd, int64_t deadline) {
-  char sink[4096];
-  int eof = 0;
-  for (;;) {
-    int unacked = 0;
-    int64_t left = deadline - coll__now_ms();
-    struct pollfd pf = {fd, eof ? 0 : POLLIN, 0};
-    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0 || left <= 0) return;
-    /* The queue shrinks without an event: look again every few ms. */
-    if (poll(&pf, 1, left < 5 ? (int)left : 5) < 0) return;
-    if (pf.revents & (POLLERR | POLLNVAL)) return;
-    if (pf.revents & POLLIN) {
-      ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-      if (n == 0) eof = 1;
-      if (n < 0 && errno != EAGAIN && errno != EINTR) return;
-    }
-  }
 }
 
 /* Closing a socket with unread bytes (a peer's goodbye, say) sends a reset
@@ -182,11 +113,11 @@ static void tcp_destroy(void *ctx) {
   int i;
   if (t == NULL) return;
   atomic_store(&t->closing, 1);
-  if (t->thread_started) say_goodbye(t, deadline);
+  if (t->thread_started) coll__tcp_bye_queue(t);
   coll__tcp_loop_stop(t);
+  if (t->conns != NULL) coll__tcp_bye_finish(t, deadline);
   for (i = 0; t->conns != NULL && i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
-    if (c->fd >= 0) linger(c->fd, deadline);
     if (c->fd >= 0) drain_close(c->fd);
     free_leftovers(c);
     free(c->tail);
