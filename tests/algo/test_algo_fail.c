@@ -3,9 +3,9 @@
  * COLL_ERR_TIMEOUT (or PEER_LOST, once a rank that timed out aborted) by
  * their deadline. A rank that aborts its endpoint: the others return
  * promptly, never by timing out, and over the in-process transport with
- * COLL_ERR_ABORTED naming the aborted rank. Ranks that disagree on the count without
- * agreeing first: a length mismatch, and nobody hangs. In every case each
- * request an algorithm posted is waited for (the mailbox counts them). */
+ * COLL_ERR_ABORTED naming the aborted rank. Ranks that disagree on the count
+ * without agreeing first: a length mismatch, and nobody hangs. In every case
+ * each request an algorithm posted is waited for (the mailbox counts them). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,10 +187,10 @@ static void test_peer_abort(void **state) {
   for (tp = 0; tp < AT_NTP; tp++)
     for (n = 2; n <= AT_MAXW; n += 3)
       for (ai = 0; ai < NALGOS; ai++)
-        bad += run_one(MODE_ABORT, tp, n, ai, (int)ai % n, 30000,
-                       BIT(COLL_OK) | BIT(COLL_ERR_PEER_LOST) |
-                           BIT(COLL_ERR_ABORTED),
-                       COLL_OK);
+        bad += run_one(
+            MODE_ABORT, tp, n, ai, (int)ai % n, 30000,
+            BIT(COLL_OK) | BIT(COLL_ERR_PEER_LOST) | BIT(COLL_ERR_ABORTED),
+            COLL_OK);
   assert_int_equal(bad, 0);
 }
 

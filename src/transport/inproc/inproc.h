@@ -52,7 +52,7 @@ struct inproc_req {
   atomic_int state; /* INPROC_FREE..INPROC_DONE; DONE stored with release */
   coll_status_t status;
   const inproc_ep_t *lost_by; /* the closed endpoint that failed it */
-  int waiting; /* the owner sleeps on cv */
+  int waiting;                /* the owner sleeps on cv */
   uv_cond_t cv;
 };
 

@@ -47,8 +47,7 @@ static void sweep(inproc_ep_t *at, inproc_ep_t *x) {
 
 void coll__inproc_note_origin(inproc_ep_t *ep, const coll_origin_t *o) {
   int expected = 0;
-  if (!atomic_compare_exchange_strong(&ep->seen_claimed, &expected, 1))
-    return;
+  if (!atomic_compare_exchange_strong(&ep->seen_claimed, &expected, 1)) return;
   ep->seen = *o;
   atomic_store_explicit(&ep->seen_set, 1, memory_order_release);
 }
@@ -80,9 +79,8 @@ void coll__inproc_close(inproc_ep_t *x, int why, const coll_origin_t *o) {
   }
   x->close_state = 1;
   /* A failure this endpoint saw elsewhere first is what its peers hear. */
-  x->origin = atomic_load_explicit(&x->seen_set, memory_order_acquire)
-                  ? x->seen
-                  : *o;
+  x->origin =
+      atomic_load_explicit(&x->seen_set, memory_order_acquire) ? x->seen : *o;
   atomic_store(&x->lost, why);
   sweep(x, x);
   uv_mutex_unlock(&x->mu);

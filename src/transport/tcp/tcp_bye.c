@@ -90,6 +90,11 @@ void coll__tcp_bye_finish(tcp_transport_t *t, int64_t deadline) {
         eof[k] = 2; /* reset: nothing more reaches the peer */
         continue;
       }
+      /* Both sides shut and its end read: poll would only repeat it. */
+      if ((pf[i].revents & POLLHUP) && eof[k]) {
+        eof[k] = 2;
+        continue;
+      }
       if (pf[i].revents & POLLIN) {
         ssize_t got = recv(pf[i].fd, sink, sizeof sink, MSG_DONTWAIT);
         if (got == 0) eof[k] = 1;
