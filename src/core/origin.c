@@ -31,6 +31,11 @@ coll_status_t coll__origin_status(const coll_origin_t *o) {
   }
 }
 
+coll_status_t coll__origin_req_status(const coll_origin_t *o) {
+  coll_status_t s = coll__origin_status(o);
+  return s == COLL_ERR_TIMEOUT ? COLL_ERR_ABORTED : s;
+}
+
 /* What LOST's errno reads as: the common ones in words of our own. */
 static const char *lost_why(uint32_t err) {
   switch (err) {

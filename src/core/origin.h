@@ -41,6 +41,12 @@ coll_origin_t coll__origin_local(int rank, coll_status_t s);
  * or destroyed, ABORTED for an abort, TIMEOUT, PROTOCOL, or the status of
  * another failure. Any thread. */
 coll_status_t coll__origin_status(const coll_origin_t *o);
+/* The status a transport request ends with when a failure that started at
+ * o ends it: coll__origin_status, except that a timeout ends it as
+ * ABORTED. A wait that returns TIMEOUT leaves its request pending (coll.h),
+ * so a request that is over must never say TIMEOUT: its owner would wait
+ * for it again. Any thread. */
+coll_status_t coll__origin_req_status(const coll_origin_t *o);
 /* "rank 1 lost (connection reset), seen by rank 2" into buf (n bytes).
  * Any thread. */
 void coll__origin_text(const coll_origin_t *o, int seen_by, char *buf,

@@ -70,6 +70,24 @@ static void test_abort_fails_everything(void **state) {
   tt_destroy_all(t, 3);
 }
 
+/* A rank whose collective timed out ends its peers' requests with it. A
+ * request that is over must not say TIMEOUT, which means "still pending"
+ * (its owner would wait for it again and free it twice): it ends ABORTED,
+ * with a text naming the rank that timed out. */
+static void test_peer_timeout_ends_requests(void **state) {
+  coll_transport_t *t[3];
+  char b1[8], b2[8];
+  void *r1, *r2;
+  (void)state;
+  make(3, t);
+  assert_int_equal(coll__t_irecv(t[1], 0, 5, b1, 8, &r1), COLL_OK);
+  assert_int_equal(coll__t_irecv(t[2], 0, 5, b2, 8, &r2), COLL_OK);
+  coll__t_fail(t[0], COLL_ERR_TIMEOUT);
+  expect_fail(t[1], r1, COLL_ERR_ABORTED, "rank 0 timed out");
+  expect_fail(t[2], r2, COLL_ERR_ABORTED, "rank 0 timed out");
+  tt_destroy_all(t, 3);
+}
+
 /* A destroyed endpoint is lost to its peers, with a text that says so. */
 static void test_peer_destroyed(void **state) {
   coll_transport_t *t[3];
@@ -348,6 +366,7 @@ static void test_abort_during_copy(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_abort_fails_everything),
+      cmocka_unit_test(test_peer_timeout_ends_requests),
       cmocka_unit_test(test_peer_destroyed),
       cmocka_unit_test(test_abort_wakes_blocked_wait),
       cmocka_unit_test(test_destroy_wakes_blocked_peer),

@@ -190,8 +190,9 @@ static inline const char *inproc_why_text(int why) {
 }
 
 /* The status a peer's request ends with when x closed. */
+/* Never TIMEOUT: a request it ends is over (coll__origin_req_status). */
 static inline coll_status_t inproc_peer_status(const inproc_ep_t *x) {
-  return coll__origin_status(&x->origin);
+  return coll__origin_req_status(&x->origin);
 }
 
 #endif

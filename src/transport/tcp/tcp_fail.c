@@ -82,13 +82,16 @@ static void fail_pending(tcp_conn_t *c, coll_status_t s, const char *text,
 }
 
 /* The status this rank's own work ends with: its owner's abort or destroy
- * is ABORTED here, whatever its peers call it. */
+ * is ABORTED here, whatever its peers call it, and a timeout (this rank's
+ * or another's) ends requests as ABORTED too, never TIMEOUT, which would
+ * tell their waiters they are still pending. The callers report the
+ * origin's own status (coll__origin_status) above the transport. */
 static coll_status_t local_status(const tcp_transport_t *t,
                                   const coll_origin_t *o) {
   if (o->rank == t->rank &&
       (o->cause == COLL_CAUSE_ABORTED || o->cause == COLL_CAUSE_DESTROYED))
     return COLL_ERR_ABORTED;
-  return coll__origin_status(o);
+  return coll__origin_req_status(o);
 }
 
 void coll__tcp_fail_transport(tcp_transport_t *t, const coll_origin_t *o) {
