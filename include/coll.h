@@ -555,7 +555,9 @@ typedef struct coll_store_ops {
  * every rank arrived and connected (and, for NCCL, NCCL's init finished),
  * bounded by cfg's timeout (else COLL_TIMEOUT_MS, default 300 s): each get
  * is passed what is left of it. An NCCL init is also ended by cfg's abort
- * handle. Returns INVALID_ARG (a NULL store or out, a table too small or
+ * handle: that rank reports it and returns ABORTED at once, without
+ * waiting for the others' outcomes (they fail naming it). Returns
+ * INVALID_ARG (a NULL store or out, a table too small or
  * with a NULL slot, world < 1 or rank outside 0..world-1, the config,
  * COLL_TIMEOUT_MS, COLL_SOCKET_IFNAME or MASTER_ADDR that do not resolve),
  * TIMEOUT (a get that timed out, naming the key and the ranks whose keys

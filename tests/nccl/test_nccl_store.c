@@ -206,18 +206,20 @@ static void aborter(void *p) {
 }
 
 /* Rank 0 of 2 sets the id and waits in NCCL's init for a rank 1 that
- * arrived (its record and outcome are planted) but never joins NCCL:
- * coll_abort on the config's handle ends it. */
+ * arrived (its record is planted) but never joins NCCL: coll_abort on the
+ * config's handle ends it, and rank 0 returns at once, without waiting
+ * for rank 1's outcome (20 s), having reported its own. */
 static void test_abort_ends_init(void **state) {
   test_kv_view_t v = {0};
   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
   coll_abort_handle_t *h = NULL;
   coll_store_ops_t ops;
   coll_comm_t *c = NULL;
+  char want[16], got[64];
   uv_thread_t th;
   (void)state;
   v.kv = test_kv_new();
-  test_kv_plant_peers(v.kv, 0, 2, 1);
+  test_kv_plant_peers(v.kv, 0, 2, 0);
   test_kv_ops(&v, &ops);
   assert_int_equal(coll_abort_handle_create(&h), COLL_OK);
   cfg.abort_handle = h;
@@ -226,8 +228,14 @@ static void test_abort_ends_init(void **state) {
   assert_int_equal(uv_thread_create(&th, aborter, h), 0);
   assert_int_equal(coll_comm_init_store(&ops, 0, 2, &cfg, &c),
                    COLL_ERR_ABORTED);
+  if (strstr(coll_last_error(), "setup failed") != NULL)
+    fail_msg("waited for rank 1: %s", coll_last_error());
   uv_thread_join(&th);
   assert_null(c);
+  /* Rank 1 would read why. */
+  snprintf(want, sizeof want, "%d ", (int)COLL_ERR_ABORTED);
+  assert_true(test_kv_peek(v.kv, "coll/outcome/0", got, sizeof got));
+  if (strncmp(got, want, strlen(want)) != 0) fail_msg("outcome/0: %s", got);
   coll_abort_handle_release(h);
   test_kv_free(v.kv);
   assert_true(nt_no_misuse());

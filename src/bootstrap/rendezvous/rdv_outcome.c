@@ -6,7 +6,9 @@
  * every outcome is "ok", else the status of the lowest failing rank and one
  * text naming every failing rank and why. A rank that never reports (it
  * died, or hangs) is named by the others when the timeout and
- * COLL_RDV_GRACE_MS have passed. The same code serves libcoll's own store
+ * COLL_RDV_GRACE_MS have passed. A rank whose setup was aborted (the
+ * config's abort handle) reports so and returns at once, without waiting
+ * for the others. The same code serves libcoll's own store
  * (coll__rdv_conclude, below) and a caller's (coll_comm_init_store): it
  * needs only set and get.
  *
@@ -138,6 +140,13 @@ coll_status_t coll__setup_outcome(const coll_setup_t *su, coll_status_t mine,
   if (coll__rdv_test_hooks.phase != NULL)
     coll__rdv_test_hooks.phase(su->rank, "meshed");
   COLL_CHECK_GOTO(publish(su, mine), s, lost);
+  if (mine == COLL_ERR_ABORTED) {
+    /* The caller ended the setup through its abort handle: it asked not
+     * to wait any longer. The others learn why from the outcome. */
+    s = mine;
+    if (agreed != NULL) *agreed = 1;
+    goto out;
+  }
   COLL_CHECK_GOTO(hear(su, v, silent, &nsilent), s, lost);
   s = agree(su, v, silent, nsilent);
   if (agreed != NULL) *agreed = 1;

@@ -49,7 +49,9 @@ coll_status_t coll__setup_compat_check(const coll_setup_t *su, int wait);
  * COLL_OK only when every rank reported "ok"; otherwise the status of the
  * lowest failing rank and one text naming every failing or silent rank
  * and why, the same on every rank that heard everyone. A store failure on
- * the way is returned with `lost` before its text. *agreed (may be NULL)
+ * the way is returned with `lost` before its text. A rank whose `mine` is
+ * COLL_ERR_ABORTED (its caller aborted the setup) sets its outcome and
+ * returns that at once, with its own text. *agreed (may be NULL)
  * is 1 when the ranks' outcomes were heard (the store worked), else 0. */
 coll_status_t coll__setup_outcome(const coll_setup_t *su, coll_status_t mine,
                                   int *agreed);
