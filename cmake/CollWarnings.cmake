@@ -22,16 +22,22 @@ if(COLL_WERROR)
   list(APPEND COLL_WARNING_FLAGS -Werror)
 endif()
 
+# C++ (the torch extension only) gets the flags both languages share.
+set(COLL_CXX_WARNING_FLAGS ${COLL_WARNING_FLAGS})
+list(REMOVE_ITEM COLL_CXX_WARNING_FLAGS -Wstrict-prototypes)
+
 # coll_target_warnings(target...): the flags on each target's own sources.
 function(coll_target_warnings)
   foreach(t IN LISTS ARGN)
-    target_compile_options(${t} PRIVATE ${COLL_WARNING_FLAGS})
+    target_compile_options(${t} PRIVATE
+      $<$<COMPILE_LANGUAGE:C>:${COLL_WARNING_FLAGS}>
+      $<$<COMPILE_LANGUAGE:CXX>:${COLL_CXX_WARNING_FLAGS}>)
   endforeach()
 endfunction()
 
-# coll_target_warnings_in(dir): the flags on every target that compiles C,
-# defined in `dir` or below it. Called once, after every subdirectory was
-# added, so that no new test, tool or example can be left without them.
+# coll_target_warnings_in(dir): the flags on every target that compiles C
+# (or C++), defined in `dir` or below it. Called once, after every
+# subdirectory was added, so that no new test, tool or example can be left without them.
 function(coll_target_warnings_in dir)
   get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(t IN LISTS targets)

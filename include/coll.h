@@ -54,6 +54,40 @@
  * receive do not stick: the comm keeps working. A broken comm is still
  * destroyed with coll_comm_destroy().
  *
+ * Which rank failed. On CPU comms over libcoll's TCP and in-process
+ * transports a failure names the rank where it started, on every rank: a
+ * rank that fails because of another's failure tells its peers that origin
+ * before it closes anything, and each rank reports the first origin it
+ * hears of, never the rank it heard it from. What the ranks whose call the
+ * failure ends report (rank 3 failing, rank 0 reporting):
+ *  - rank 3 killed, crashed, or its link broke: COLL_ERR_PEER_LOST,
+ *    "allreduce: rank 3 lost (connection reset), seen by rank 0" (or
+ *    "connection closed without goodbye"), within milliseconds.
+ *  - coll_abort on rank 3's comm: COLL_ERR_ABORTED on rank 3 and on every
+ *    rank whose call it ends: "allreduce: rank 3 aborted, seen by rank 0".
+ *    ABORTED, not PEER_LOST: every process is alive, so a retry loop may
+ *    build a new comm with the same ranks; PEER_LOST means a rank is gone.
+ *  - rank 3 destroyed its comm while others still call: COLL_ERR_PEER_LOST,
+ *    "rank 3 left (its comm was destroyed), seen by rank 0" (a destroy
+ *    with a call in flight aborts first: as coll_abort).
+ *  - rank 3 stopped, swapped out or wedged (TCP): COLL_ERR_PEER_LOST,
+ *    "rank 3 unresponsive for 10.0 s, seen by rank 0", within
+ *    COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) plus 5 %. Its transport
+ *    thread sends heartbeats on idle links, so a rank busy in its own code
+ *    is never reported. With heartbeats off (0) the ranks waiting on it
+ *    time out at the comm's timeout (COLL_ERR_TIMEOUT), and the ranks they
+ *    end report COLL_ERR_TIMEOUT, "rank 1 timed out in a collective, seen
+ *    by rank 0", naming the first rank whose wait ran out.
+ *  - rank 3 sent bytes that break the wire protocol: COLL_ERR_PROTOCOL,
+ *    "rank 3 broke the wire protocol, seen by rank 0" (the rank that read
+ *    them adds what was wrong).
+ *  - another failure that ends rank 3's comm: its status, "rank 3 failed
+ *    (out of memory), seen by rank 0".
+ * An idle comm reports a failure at its next call (a frozen peer within a
+ * twentieth of the heartbeat timeout of the call's first wait on it). A
+ * third party's transport (coll_transport_create) cannot pass origins on:
+ * there a rank may name the rank it heard of a failure from.
+ *
  * Compatibility. While the major version is 0 the library is libcoll.so.0
  * and promises this: a program built against an older 0.x header runs with
  * a newer 0.x library. Exported functions keep their signatures and
@@ -137,10 +171,10 @@ COLL_API const char *coll_strerror(coll_status_t s);
 /* The enum name without prefix ("ERR_PEER_LOST"); never NULL. Any thread. */
 COLL_API const char *coll_status_name(coll_status_t s);
 /* This thread's detailed text for its last failed call, e.g.
- * "allreduce: rank 3 lost: connection reset by peer". Read it right after
- * the call that failed; after one that succeeded it is usually empty but
- * means nothing. The text is per thread: a failure on one thread never
- * shows on another. The pointer (this thread's buffer, never NULL) stays
+ * "allreduce: rank 3 lost (connection reset), seen by rank 0". Read it
+ * right after the call that failed; after one that succeeded it is usually
+ * empty but means nothing. The text is per thread: a failure on one thread
+ * never shows on another. The pointer (this thread's buffer, never NULL) stays
  * valid, and the text unchanged, until this thread's next libcoll call;
  * copy it to keep it. Any thread. */
 COLL_API const char *coll_last_error(void);
@@ -328,7 +362,9 @@ typedef struct coll_comm_config {
  *    pending request then completes at once with COLL_ERR_ABORTED, and
  *    later isend/irecv fail at once with COLL_ERR_ABORTED, posting nothing.
  *    Once abort returns, the transport never touches a caller's buffer
- *    again. Peers should see this rank as lost.
+ *    again. Peers should see this rank as lost. (libcoll's own transports
+ *    tell them instead where the failure started; see "Which rank
+ *    failed".)
  *  - destroy(ctx) frees everything. It may come without abort; it should
  *    tell the peers this rank left (they report COLL_ERR_PEER_LOST) but
  *    must not wait long for them.
@@ -802,8 +838,9 @@ COLL_API coll_status_t coll_comm_abort_handle(coll_comm_t *c,
 /* Aborts the comm: every call in flight on it returns COLL_ERR_ABORTED
  * promptly (a CPU comm within milliseconds, an NCCL comm's init, connect
  * or collective within about one), every later one fails at once with it,
- * and the comm stays so until destroyed (sticky). On CPU comms the peers
- * see this rank as lost. Idempotent. A no-op once the comm was destroyed:
+ * and the comm stays so until destroyed (sticky). On CPU comms the peers'
+ * calls it ends return COLL_ERR_ABORTED too, with a text naming this rank
+ * ("rank 3 aborted"). Idempotent. A no-op once the comm was destroyed:
  * the handle keeps the state it had. Returns COLL_OK, or INVALID_ARG for
  * NULL. It does not wait for peers or the GPU. Any thread. */
 COLL_API coll_status_t coll_abort(coll_abort_handle_t *h);

@@ -10,6 +10,8 @@
 /* A comm's bound on every wait when neither its config nor COLL_TIMEOUT_MS
  * gives one: five minutes. Named here only. */
 #define COLL_DEFAULT_TIMEOUT_MS 300000
+/* A TCP peer silent this long while a call waits on it is unresponsive. */
+#define COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000
 #define COLL_ENV_STR_(x) #x
 #define COLL_ENV_XSTR_(x) COLL_ENV_STR_(x)
 
@@ -65,7 +67,11 @@
   X(TRACE_FILE, "COLL_TRACE_FILE",                                            \
     "flight recorder file; %r rank, %p pid, %c comm number (unset: off)")     \
   X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
-    "collectives the flight recorder keeps per comm (256; 0: off)")
+    "collectives the flight recorder keeps per comm (256; 0: off)")           \
+  X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \
+    "TCP: a peer silent this long while a call waits on it is unresponsive, " \
+    "ms (default " COLL_ENV_XSTR_(COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS) "; 0: "  \
+    "off)")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,

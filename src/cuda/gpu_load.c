@@ -274,9 +274,25 @@ coll_status_t coll__nccl_ready(const char *what,
   return coll__cuda_ready(what, out);
 }
 
+/* One walk of the link map. dlpi_adds counts every object loaded since
+ * the process started, so while it is what the last fruitless walk saw,
+ * the driver is still absent and the walk stops at the first object: the
+ * check costs one callback per collective instead of one per object. */
+typedef struct driver_walk {
+  int first;
+  unsigned long long adds;
+} driver_walk_t;
+static _Atomic unsigned long long walked_adds; /* 0: no fruitless walk yet */
+
 static int is_driver(struct dl_phdr_info *info, size_t size, void *data) {
-  (void)size;
-  (void)data;
+  driver_walk_t *w = data;
+  if (w->first) {
+    w->first = 0;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs)) {
+      w->adds = info->dlpi_adds;
+      if (w->adds != 0 && w->adds == atomic_load(&walked_adds)) return -1;
+    }
+  }
   return info->dlpi_name != NULL &&
          strstr(info->dlpi_name, "libcuda.so") != NULL;
 }
@@ -292,7 +308,12 @@ const coll_nccl_table_t *coll__cuda_if_in_use(void) {
     /* Walk the loaded objects instead of dlopen(RTLD_NOLOAD): that one
      * searches the library path (a dozen failed openat per collective on a
      * CPU-only machine), this one only reads the link map. */
-    if (dl_iterate_phdr(is_driver, NULL) == 0) return NULL;
+    driver_walk_t w = {1, 0};
+    int found = dl_iterate_phdr(is_driver, &w);
+    if (found != 1) {
+      if (found == 0) atomic_store(&walked_adds, w.adds);
+      return NULL;
+    }
     atomic_store(&driver_seen, 1);
   }
   coll__err_save(keep);
