@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* setup_check.h: the two guarantees every way of setting up a comm gives,
- * written once against a coll_store_ops_t so that libcoll's own store
- * (wrapped by coll__store_client_ops) and a caller's store run the same
- * code: the compatibility check (rdv_compat.c) and the all-or-nothing end
- * (rdv_outcome.c). Keys, each under `prefix`:
+/* setup_check.h: the two guarantees of a setup whose ranks meet through a
+ * store, written once against a coll_store_ops_t so that libcoll's own
+ * store (wrapped by coll__store_client_ops) and a caller's store run the
+ * same code: the compatibility check (rdv_compat.c) and the all-or-nothing
+ * end (rdv_outcome.c). Keys, each under `prefix`:
  *   compat/<r>   rank r's versions and wire options
  *   outcome/<r>  rank r's setup outcome: "ok", or "<status> <text>"
  * The store needs only set and get (a get may wait, or ask without
