@@ -526,13 +526,14 @@ COLL_API coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
  *  get:  mandatory; see below.
  * Keys are short NUL-terminated text; values are bytes (an address text,
  * the 128 bytes of an NCCL unique id), not NUL-terminated. Every key
- * libcoll writes begins with "coll/" ("coll/addr/<rank>",
- * "coll/nccl/unique_id"), and libcoll never deletes one (the table has no
- * delete). So each comm made through one store needs keys of its own, at
- * the same time and one after another alike: give every comm a distinct
- * prefix (torch's PrefixStore, which init_process_group gives each process
- * group; in C, slots that prepend "<group>/" to the key). Two comms on the
- * same keys would read each other's addresses.
+ * libcoll writes begins with "coll/" ("coll/compat/<rank>",
+ * "coll/addr/<rank>", "coll/nccl/unique_id", "coll/outcome/<rank>"), and
+ * libcoll never deletes one (the table has no delete). So each comm made
+ * through one store needs keys of its own, at the same time and one after
+ * another alike: give every comm a distinct prefix (torch's PrefixStore,
+ * which init_process_group gives each process group; in C, slots that
+ * prepend "<group>/" to the key). Two comms on the same keys would read
+ * each other's addresses.
  * Slots run on the thread that called coll_comm_init_store, one call at a
  * time, never after it returned; they need no locking of their own unless
  * the store is shared with other threads. A failing slot may record why
@@ -558,9 +559,15 @@ typedef struct coll_store_ops {
 /* Creates rank `rank` of a `world`-rank comm whose ranks meet through the
  * caller's store instead of a store libcoll serves: the same comm
  * coll_comm_init_env makes (CPU ring over TCP, or NCCL when COLL_BACKEND
- * selects it and it is usable, its unique id carried by the store).
+ * selects it and it is usable, its unique id carried by the store), with
+ * the same setup guarantees (README, "Setup: all or nothing, compatible,
+ * not stallable").
  *
  * Every rank calls it once with the same world and a rank of its own.
+ * First each rank sets "coll/compat/<rank>" (its library version, wire
+ * version and wire options) and gets every rank's: ranks that differ all
+ * fail at once with PROTOCOL naming who runs what, and a rank whose record
+ * never comes is named (TIMEOUT) at the timeout.
  * TCP: each rank listens on an ephemeral port and sets its address under
  * "coll/addr/<rank>", then gets the addresses of the lower ranks and
  * connects the mesh. It listens on the first address of interface
@@ -572,6 +579,11 @@ typedef struct coll_store_ops {
  * NCCL: rank 0 creates the unique id and sets it under
  * "coll/nccl/unique_id"; the others get it; every rank then joins on the
  * device LOCAL_RANK picks (else its current device).
+ * Last, each rank sets "coll/outcome/<rank>" ("ok", or its status and
+ * text) and gets every rank's: either every rank returns COLL_OK, or every
+ * rank returns the same status (the lowest failing rank's) and the same
+ * text naming every failing rank and why; a rank that never reports is
+ * named once the timeout and 2 s more have passed.
  *
  * store and its slots are used only during the call (see coll_store_ops_t);
  * cfg may be NULL. *out is the comm, NULL on failure, with no socket or
@@ -579,12 +591,15 @@ typedef struct coll_store_ops {
  * every rank arrived and connected (and, for NCCL, NCCL's init finished),
  * bounded by cfg's timeout (else COLL_TIMEOUT_MS, default 300 s): each get
  * is passed what is left of it. An NCCL init is also ended by cfg's abort
- * handle. Returns INVALID_ARG (a NULL store or out, a table too small or
+ * handle: that rank reports it and returns ABORTED at once, without
+ * waiting for the others' outcomes (they fail naming it). Returns
+ * INVALID_ARG (a NULL store or out, a table too small or
  * with a NULL slot, world < 1 or rank outside 0..world-1, the config,
  * COLL_TIMEOUT_MS, COLL_SOCKET_IFNAME or MASTER_ADDR that do not resolve),
  * TIMEOUT (a get that timed out, naming the key and the ranks whose keys
- * are still missing), PROTOCOL (a value of the wrong length, or a get that
- * did not set *len), the status of a failing slot with its text,
+ * are still missing), PROTOCOL (ranks built or configured incompatibly,
+ * a value of the wrong length, or a get that did not set *len), the status
+ * of a failing slot with its text,
  * NOT_AVAILABLE (COLL_BACKEND=nccl without a usable NCCL), PEER_LOST,
  * SYSTEM, BACKEND (NCCL's init failed), ABORTED. One thread per call. */
 COLL_API coll_status_t coll_comm_init_store(const coll_store_ops_t *store,
