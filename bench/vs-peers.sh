@@ -15,6 +15,8 @@
 #             coll:NAME=VALUE runs libcoll with that environment variable
 #             (e.g. coll:COLL_CHECK_MISMATCH=0)
 # BENCH_SECONDS  timed loop per size (default 1.0)
+# OUT         keep each run's table there (<variant>.n<N>.r<rep>.txt, the
+#             peers' format, which tools/plot-perf.py reads as a folder)
 # Needs mpicc/mpirun (openmpi-bin, libopenmpi-dev). Run nothing else
 # meanwhile: the figures are only worth their ratios within one sitting.
 set -euo pipefail
@@ -30,6 +32,8 @@ export BENCH_SECONDS=${BENCH_SECONDS:-1.0}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+out=${OUT:-$work/runs}
+mkdir -p "$out"
 gcc -O2 -I"$peers" -I"$root/include" -o "$work/coll_allreduce" \
   "$root/bench/coll_allreduce.c" -L"$build/src" -lcoll -Wl,-rpath,"$build/src"
 case $variants in *mpi*) mpicc -O3 -march=native -o "$work/mpi_allreduce" "$peers/mpi_allreduce.c" ;; esac
@@ -48,14 +52,14 @@ for rep in $(seq "$reps"); do
   for n in $ns; do
     for v in $variants; do
       echo ">> rep $rep n=$n $v" >&2
-      run "$v" "$n" > "$work/$v.n$n.r$rep" 2> "$work/$v.n$n.r$rep.err" ||
-        { echo "   failed (rc $?):" >&2; tail -3 "$work/$v.n$n.r$rep.err" >&2; }
+      run "$v" "$n" > "$out/$v.n$n.r$rep.txt" 2> "$out/$v.n$n.r$rep.err" ||
+        { echo "   failed (rc $?):" >&2; tail -3 "$out/$v.n$n.r$rep.err" >&2; }
     done
   done
 done
 
 med() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else printf "%.3g", (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-col() { cat "$work/$1.n$2".r* 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
+col() { cat "$out/$1.n$2".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
 echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS"
 for n in $ns; do
   for what in "4 busbw_GB/s" "2 time_us"; do
@@ -69,6 +73,6 @@ for n in $ns; do
     done
   done
 done
-if grep -l VERIFY-FAILED "$work"/*.n* >/dev/null 2>&1; then
-  echo "VERIFY FAILED in: $(grep -l VERIFY-FAILED "$work"/*.n* | xargs -n1 basename)"; exit 1
+if grep -l VERIFY-FAILED "$out"/*.txt >/dev/null 2>&1; then
+  echo "VERIFY FAILED in: $(grep -l VERIFY-FAILED "$out"/*.txt | xargs -n1 basename)"; exit 1
 fi
