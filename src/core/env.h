@@ -65,7 +65,12 @@
   X(TRACE_FILE, "COLL_TRACE_FILE",                                            \
     "flight recorder file; %r rank, %p pid, %c comm number (unset: off)")     \
   X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
-    "collectives the flight recorder keeps per comm (256; 0: off)")
+    "collectives the flight recorder keeps per comm (256; 0: off)")           \
+  X(TRANSPORT, "COLL_TRANSPORT",                                              \
+    "process transport: auto (default: shm when all ranks share a host), "    \
+    "tcp, shm")                                                               \
+  X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                          \
+    "shm transport: microseconds a waiter spins before it sleeps (50)")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,
