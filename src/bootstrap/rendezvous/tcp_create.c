@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_create.c: coll_tcp_create, the TCP transport bootstrapped through the
  * rendezvous store: check the config, resolve MASTER_ADDR, choose the local
- * address, meet the other ranks, connect the mesh. */
+ * address, meet the other ranks, connect the mesh. When every rank is on
+ * this host (and COLL_TRANSPORT allows it) the ranks build the
+ * shared-memory transport instead (transport_choice.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "bootstrap/rendezvous/host_id.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/env.h"
@@ -80,7 +83,10 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   coll_tcp_rdv_t rdv;
   coll_rdv_t *r = NULL;
   coll_transport_t *t = NULL;
+  coll_transport_mode_t mode;
   coll_status_t s;
+  int shm = 0;
+  COLL_CHECK(coll__transport_mode(&mode));
   COLL_CHECK(
       coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master, master_ip));
   /* A wrong interface fails here, before anyone waits on this rank. */
@@ -96,10 +102,17 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
             cfg->rank, cfg->world, master_ip, cfg->master_port, local);
   COLL_CHECK(coll__rdv_open(&rc, &r));
-  o = (coll_tcp_opts_t){cfg->rank, cfg->world, local,
-                        job,       token,      mesh_timeout(rc.deadline_ms)};
-  coll__rdv_tcp_adapter(r, &rdv);
-  s = coll__tcp_transport_create(&o, &rdv, &t);
+  s = coll__transport_choose(coll__rdv_store(r), cfg->rank, cfg->world, mode,
+                             rc.deadline_ms, &shm);
+  if (s == COLL_OK && shm) {
+    s = coll__transport_shm_create(coll__rdv_store(r), cfg->rank, cfg->world,
+                                   job, token, rc.deadline_ms, &t);
+  } else if (s == COLL_OK) {
+    o = (coll_tcp_opts_t){cfg->rank, cfg->world, local,
+                          job,       token,      mesh_timeout(rc.deadline_ms)};
+    coll__rdv_tcp_adapter(r, &rdv);
+    s = coll__tcp_transport_create(&o, &rdv, &t);
+  }
   /* Every rank returns the same: a mesh that failed anywhere fails
    * everywhere (rdv_outcome.c). */
   s = coll__rdv_conclude(r, s);
