@@ -42,12 +42,12 @@ static void run_ok(int world, shm_rank_fn fn, void *arg) {
   const char *extra;
   int rc = shm_run(world, fn, arg, res, NULL, NULL);
   after = shm_devshm_list();
-  extra = shm_devshm_new(before, after);
+  extra = shm_devshm_new(before, after); /* static: outlives the lists */
+  free(before);
+  free(after);
   TT_ASSERT_RANKS_OK(res, world);
   assert_int_equal(rc, 0);
   if (extra != NULL) fail_msg("new in /dev/shm: %s", extra);
-  free(before);
-  free(after);
 }
 
 /* Rank 0 sends A1, B1, A2, A3(0 bytes) on two tags; rank 1 receives B
@@ -310,13 +310,13 @@ static void test_killed_peer(void **state) {
   shm_run(3, kill_rank, NULL, res, status, NULL);
   after = shm_devshm_list();
   extra = shm_devshm_new(before, after);
+  free(before);
+  free(after);
   TT_ASSERT_RANKS_OK(res, 2);
   assert_int_equal(status[0], 0);
   assert_int_equal(status[1], 0);
   assert_int_equal(status[2], 128 + SIGKILL);
   if (extra != NULL) fail_msg("new in /dev/shm: %s", extra);
-  free(before);
-  free(after);
 }
 
 /* Bad arguments are refused with a text, posting nothing. */

@@ -68,8 +68,17 @@ static coll_status_t shm_isend(void *ctx, int peer, uint32_t tag,
   else
     pr->sq_head = r;
   pr->sq_tail = r;
-  /* The fast path: a message that fits goes into the ring right away. */
-  coll__shm_progress(ep);
+  /* The fast path: a message that fits goes into the ring right away. The
+   * pass may also complete what another thread of this rank waits for:
+   * wake it (on the condition variable, or in the kernel). */
+  if (coll__shm_progress(ep)) {
+    pthread_cond_broadcast(&ep->cv);
+    if (ep->leader) {
+      uint64_t one = 1;
+      ssize_t n = write(ep->bell, &one, sizeof one);
+      (void)n;
+    }
+  }
   pthread_mutex_unlock(&ep->mu);
   *req = r;
   return COLL_OK;

@@ -191,7 +191,7 @@ static int rx_cell(shm_ep_t *ep, int p, const shm_cell_hdr_t *h,
     if (in->off < r->len)
       memcpy(r->rbuf + in->off, data,
              chunk < r->len - in->off ? chunk : r->len - in->off);
-  } else if (in->unx != NULL) {
+  } else if (in->unx != NULL && chunk > 0) {
     memcpy(in->unx->data + in->off, data, chunk);
     in->unx->off += chunk;
   } /* else: its receive was failed; the rest is dropped */
