@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 /* A thread waiting behind the leader re-checks at least this often: a
  * safety net only, every change is broadcast. */
 #define SHM_FOLLOWER_MAX_MS 50
+/* Pause instructions between two sched_yield calls while spinning. */
+#define SHM_SPINS_PER_YIELD 64
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -171,6 +174,7 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
   uint64_t spin_from = coll__now_ns();
   char why[sizeof ep->peers[0].why];
   int checked = 0;
+  unsigned spins = 0;
   for (;;) {
     int moved, done;
     int64_t left;
@@ -193,7 +197,13 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
       continue;
     }
     if (coll__now_ns() - spin_from < (uint64_t)ep->spin_ns) {
-      cpu_relax();
+      /* Now and then let another thread have the core: on a host with
+       * more runnable threads than cores, the peer this rank spins for
+       * may be waiting for exactly this one. */
+      if (++spins % SHM_SPINS_PER_YIELD == 0)
+        sched_yield();
+      else
+        cpu_relax();
       continue;
     }
     sleep_once(ep, r, left);
