@@ -27,10 +27,11 @@
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
 #define SHM_VERSION 1u
 
-/* Payload of one cell. 16 KiB: large enough that a 4 KiB message is one
- * cell and that big messages move in few, large copies; small enough that
- * a ring of them stays in the last-level cache. Measured on 2 cores with
- * coll-perf: 8 KiB cells cost ~10% bandwidth at 1-16 MiB, 64 KiB no gain. */
+/* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
+ * cell, and big messages move in copies large enough to run near memcpy
+ * speed, while a ring of them (512 KiB) still fits in a last-level cache.
+ * Not tuned by measurement yet (the only runs so far were on a loaded
+ * 2-core machine): compare 8, 16 and 64 KiB on a quiet one. */
 #define SHM_CELL_DATA (16u * 1024u)
 /* Cells per ring: 32 (512 KiB of payload per ordered pair), fewer in big
  * worlds so a rank's region stays near 16 MiB; never fewer than 4. */
