@@ -12,6 +12,7 @@
 #include "coll.h"
 
 #define COLL_HOST_ID_MAX 128
+#define COLL_HOST_INFO_MAX (COLL_HOST_ID_MAX + 8)
 
 /* host_id.c --------------------------------------------------------------- */
 
@@ -42,13 +43,18 @@ typedef enum coll_transport_mode {
  * the variable for anything else. Any thread. */
 coll_status_t coll__transport_mode(coll_transport_mode_t *out);
 
-/* Publishes this rank's mode and host identity in the store and reads
- * every rank's (until the absolute deadline): *use_shm is 1 when every rank
- * is on this host and the mode allows it. COLL_ERR_INVALID_ARG when ranks
- * disagree on COLL_TRANSPORT, or it says shm and the ranks are on
- * different hosts (naming them). Every rank reaches the same answer. One
- * thread. */
-coll_status_t coll__transport_choose(coll_store_t *st, int rank, int world,
+/* What this rank publishes at rendezvous ("host/<rank>", written before it
+ * joins): its mode and host identity. */
+void coll__transport_host_info(coll_transport_mode_t mode, int rank,
+                               char out[COLL_HOST_INFO_MAX]);
+
+/* Reads every rank's host info (published before it joined, so this waits
+ * only on a rank that skipped it, until the absolute deadline): *use_shm is
+ * 1 when every rank is on this host and the mode allows it.
+ * COLL_ERR_INVALID_ARG when ranks disagree on COLL_TRANSPORT, or it says shm
+ * and the ranks are on different hosts (naming them). Every rank reaches the
+ * same answer. One thread. */
+coll_status_t coll__transport_choose(coll_store_t *st, int world,
                                      coll_transport_mode_t mode,
                                      int64_t deadline_ms, int *use_shm);
 

@@ -77,6 +77,7 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   const char *ifname =
       cfg->ifname ? cfg->ifname : coll__env(COLL_ENV_SOCKET_IFNAME);
   char master_ip[COLL_ADDR_TEXT_MAX], local[COLL_ADDR_TEXT_MAX], job[320];
+  char host[COLL_HOST_INFO_MAX];
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
   coll_tcp_opts_t o;
@@ -96,13 +97,14 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
     snprintf(job, sizeof job, "%s", cfg->job_id);
   else
     snprintf(job, sizeof job, "%s:%d", cfg->master_addr, cfg->master_port);
+  coll__transport_host_info(mode, cfg->rank, host);
   rc = (coll_rdv_cfg_t){
-      cfg->rank,        cfg->world, cfg->master_addr,       master_ip,
-      cfg->master_port, token,      coll__deadline(timeout)};
+      cfg->rank,        cfg->world, cfg->master_addr,        master_ip,
+      cfg->master_port, token,      coll__deadline(timeout), host};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
             cfg->rank, cfg->world, master_ip, cfg->master_port, local);
   COLL_CHECK(coll__rdv_open(&rc, &r));
-  s = coll__transport_choose(coll__rdv_store(r), cfg->rank, cfg->world, mode,
+  s = coll__transport_choose(coll__rdv_store(r), cfg->world, mode,
                              rc.deadline_ms, &shm);
   if (s == COLL_OK && shm) {
     s = coll__transport_shm_create(coll__rdv_store(r), cfg->rank, cfg->world,

@@ -16,7 +16,7 @@
 #include "transport/shm/shm.h"
 
 #define CHOICE_KEY_MAX 32
-#define CHOICE_VALUE_MAX (COLL_HOST_ID_MAX + 8)
+#define CHOICE_VALUE_MAX COLL_HOST_INFO_MAX
 
 static const char *const mode_names[] = {"auto", "tcp", "shm"};
 
@@ -67,21 +67,24 @@ static coll_status_t refuse_hosts(int other, const char *id0,
                    id0, other, id_other);
 }
 
-coll_status_t coll__transport_choose(coll_store_t *st, int rank, int world,
-                                     coll_transport_mode_t mode,
-                                     int64_t deadline_ms, int *use_shm) {
-  char key[CHOICE_KEY_MAX], mine[CHOICE_VALUE_MAX], id[COLL_HOST_ID_MAX];
-  char *first = NULL, *got = NULL;
-  int other = -1;
-  coll_status_t s = COLL_OK;
-  *use_shm = 0;
+void coll__transport_host_info(coll_transport_mode_t mode, int rank,
+                               char out[COLL_HOST_INFO_MAX]) {
+  char id[COLL_HOST_ID_MAX];
   coll__host_id(id);
   if (coll__host_id_test_hook.rank == rank &&
       coll__host_id_test_hook.id != NULL)
     snprintf(id, sizeof id, "%s", coll__host_id_test_hook.id);
-  snprintf(mine, sizeof mine, "%d %s", (int)mode, id);
-  snprintf(key, sizeof key, "host/%d", rank);
-  COLL_CHECK(coll__store_set(st, key, mine, strlen(mine)));
+  snprintf(out, COLL_HOST_INFO_MAX, "%d %s", (int)mode, id);
+}
+
+coll_status_t coll__transport_choose(coll_store_t *st, int world,
+                                     coll_transport_mode_t mode,
+                                     int64_t deadline_ms, int *use_shm) {
+  char key[CHOICE_KEY_MAX];
+  char *first = NULL, *got = NULL;
+  int other = -1;
+  coll_status_t s = COLL_OK;
+  *use_shm = 0;
   first = malloc(CHOICE_VALUE_MAX);
   got = malloc(CHOICE_VALUE_MAX);
   if (first == NULL || got == NULL) {
