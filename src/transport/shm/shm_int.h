@@ -64,6 +64,11 @@ typedef struct shm_ring_ctl {
 typedef struct shm_hdr {
   uint64_t magic;
   uint32_t version, world, rank, cells;
+  /* Stored (release) once the fields above are written; a peer reads it
+   * (acquire) before them. The memfd reached the peer over a socket, which
+   * already orders them, but a thread sanitizer watching ranks that are
+   * threads of one process sees only this. */
+  atomic_int ready;
   _Alignas(SHM_CACHE_LINE) atomic_int sleeping;
   /* 1 once this rank aborted or left; `blame` is the rank whose loss made
    * it leave (-1: none), so peers can name the rank that died first. */

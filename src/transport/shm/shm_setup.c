@@ -9,6 +9,7 @@
  * job id and token (a digest in the hello). */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,8 @@ static coll_status_t adopt(shm_setup_t *su, int p, int sock, int fds[2]) {
            fds[0], 0);
   if (m == MAP_FAILED) return sys_err("mapping a peer's memory");
   ph = m;
-  if (ph->magic != SHM_MAGIC || ph->rank != (uint32_t)p ||
+  if (atomic_load_explicit(&ph->ready, memory_order_acquire) != 1 ||
+      ph->magic != SHM_MAGIC || ph->rank != (uint32_t)p ||
       ph->world != (uint32_t)ep->world) {
     munmap(m, ep->lay.region_bytes);
     return coll__err(COLL_ERR_PROTOCOL,
@@ -383,6 +385,7 @@ static coll_status_t region_make(shm_setup_t *su) {
   ep->hdr->rank = (uint32_t)ep->rank;
   ep->hdr->cells = ep->lay.cells;
   atomic_store(&ep->hdr->blame, -1);
+  atomic_store_explicit(&ep->hdr->ready, 1, memory_order_release);
   ep->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep->bell < 0) return sys_err("eventfd");
   return COLL_OK;
