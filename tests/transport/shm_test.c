@@ -14,6 +14,9 @@
 #include "core/error.h"
 #include "transport/shm/shm.h"
 
+const char *shm_test_job_id[TT_MAX_RANKS];
+int64_t shm_test_setup_ms;
+
 typedef struct file_rdv {
   const char *dir;
 } file_rdv_t;
@@ -56,15 +59,18 @@ static void child(int rank, int world, const char *dir, shm_rank_fn fn,
                   void *arg, tt_result_t *res, void (*setup)(int)) {
   file_rdv_t fr = {dir};
   coll_shm_rdv_t rdv = {&fr, file_publish, file_lookup};
-  coll_shm_opts_t o = {rank, world, "shm-test", NULL,
-                       coll__now_ms() + TT_WAIT_MS};
+  coll_shm_opts_t o = {
+      rank, world,
+      shm_test_job_id[rank] != NULL ? shm_test_job_id[rank] : "shm-test", NULL,
+      coll__now_ms() +
+          (shm_test_setup_ms > 0 ? shm_test_setup_ms : TT_WAIT_MS)};
   coll_transport_t *t = NULL;
   coll_status_t s;
   if (setup != NULL) setup(rank);
   s = coll__shm_transport_create(&o, &rdv, &t);
   if (s != COLL_OK) {
     tt_fail(res, "create: %s: %s", coll_status_name(s), coll_last_error());
-    _exit(1);
+    _exit(2); /* a failed setup, told apart from a failed body */
   }
   fn(t, rank, world, res, arg);
   coll_transport_destroy(t);

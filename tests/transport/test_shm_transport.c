@@ -340,6 +340,37 @@ static void test_bad_args(void **state) {
   run_ok(2, args_rank, NULL);
 }
 
+static void never_runs(coll_transport_t *t, int rank, int world,
+                       tt_result_t *res, void *arg) {
+  (void)t;
+  (void)rank;
+  (void)world;
+  (void)arg;
+  tt_fail(res, "the setup should have failed");
+}
+
+/* A rank of another job dials rank 0: rank 0 refuses its hello (and
+ * times out waiting for its own rank 1), the dialer learns it was
+ * refused. Neither ends up with an endpoint. */
+static void test_other_job_refused(void **state) {
+  tt_result_t res[2];
+  int status[2];
+  (void)state;
+  shm_test_job_id[1] = "another-job";
+  shm_test_setup_ms = 1000;
+  shm_run(2, never_runs, NULL, res, status, NULL);
+  shm_test_job_id[1] = NULL;
+  shm_test_setup_ms = 0;
+  assert_int_equal(status[0], 2);
+  assert_int_equal(status[1], 2);
+  if (strstr(res[0].msg, "ERR_TIMEOUT") == NULL ||
+      strstr(res[0].msg, "did not connect") == NULL)
+    fail_msg("rank 0: %s", res[0].msg);
+  if (strstr(res[1].msg, "ERR_PEER_LOST") == NULL ||
+      strstr(res[1].msg, "another job id or auth token") == NULL)
+    fail_msg("rank 1: %s", res[1].msg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matching),
@@ -350,6 +381,7 @@ int main(void) {
       cmocka_unit_test(test_two_threads),
       cmocka_unit_test(test_killed_peer),
       cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_other_job_refused),
   };
   signal(SIGPIPE, SIG_IGN);
   return cmocka_run_group_tests(tests, NULL, NULL);
