@@ -54,6 +54,40 @@
  * receive do not stick: the comm keeps working. A broken comm is still
  * destroyed with coll_comm_destroy().
  *
+ * Which rank failed. On CPU comms over libcoll's TCP and in-process
+ * transports a failure names the rank where it started, on every rank: a
+ * rank that fails because of another's failure tells its peers that origin
+ * before it closes anything, and each rank reports the first origin it
+ * hears of, never the rank it heard it from. What the ranks whose call the
+ * failure ends report (rank 3 failing, rank 0 reporting):
+ *  - rank 3 killed, crashed, or its link broke: COLL_ERR_PEER_LOST,
+ *    "allreduce: rank 3 lost (connection reset), seen by rank 0" (or
+ *    "connection closed without goodbye"), within milliseconds.
+ *  - coll_abort on rank 3's comm: COLL_ERR_ABORTED on rank 3 and on every
+ *    rank whose call it ends: "allreduce: rank 3 aborted, seen by rank 0".
+ *    ABORTED, not PEER_LOST: every process is alive, so a retry loop may
+ *    build a new comm with the same ranks; PEER_LOST means a rank is gone.
+ *  - rank 3 destroyed its comm while others still call: COLL_ERR_PEER_LOST,
+ *    "rank 3 left (its comm was destroyed), seen by rank 0" (a destroy
+ *    with a call in flight aborts first: as coll_abort).
+ *  - rank 3 stopped, swapped out or wedged (TCP): COLL_ERR_PEER_LOST,
+ *    "rank 3 unresponsive for 10.0 s, seen by rank 0", within
+ *    COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) plus 5 %. Its transport
+ *    thread sends heartbeats on idle links, so a rank busy in its own code
+ *    is never reported. With heartbeats off (0) the ranks waiting on it
+ *    time out at the comm's timeout (COLL_ERR_TIMEOUT), and the ranks they
+ *    end report COLL_ERR_TIMEOUT, "rank 1 timed out in a collective, seen
+ *    by rank 0", naming the first rank whose wait ran out.
+ *  - rank 3 sent bytes that break the wire protocol: COLL_ERR_PROTOCOL,
+ *    "rank 3 broke the wire protocol, seen by rank 0" (the rank that read
+ *    them adds what was wrong).
+ *  - another failure that ends rank 3's comm: its status, "rank 3 failed
+ *    (out of memory), seen by rank 0".
+ * An idle comm reports a failure at its next call (a frozen peer within a
+ * twentieth of the heartbeat timeout of the call's first wait on it). A
+ * third party's transport (coll_transport_create) cannot pass origins on:
+ * there a rank may name the rank it heard of a failure from.
+ *
  * Compatibility. While the major version is 0 the library is libcoll.so.0
  * and promises this: a program built against an older 0.x header runs with
  * a newer 0.x library. Exported functions keep their signatures and
@@ -137,10 +171,10 @@ COLL_API const char *coll_strerror(coll_status_t s);
 /* The enum name without prefix ("ERR_PEER_LOST"); never NULL. Any thread. */
 COLL_API const char *coll_status_name(coll_status_t s);
 /* This thread's detailed text for its last failed call, e.g.
- * "allreduce: rank 3 lost: connection reset by peer". Read it right after
- * the call that failed; after one that succeeded it is usually empty but
- * means nothing. The text is per thread: a failure on one thread never
- * shows on another. The pointer (this thread's buffer, never NULL) stays
+ * "allreduce: rank 3 lost (connection reset), seen by rank 0". Read it
+ * right after the call that failed; after one that succeeded it is usually
+ * empty but means nothing. The text is per thread: a failure on one thread
+ * never shows on another. The pointer (this thread's buffer, never NULL) stays
  * valid, and the text unchanged, until this thread's next libcoll call;
  * copy it to keep it. Any thread. */
 COLL_API const char *coll_last_error(void);
@@ -328,7 +362,9 @@ typedef struct coll_comm_config {
  *    pending request then completes at once with COLL_ERR_ABORTED, and
  *    later isend/irecv fail at once with COLL_ERR_ABORTED, posting nothing.
  *    Once abort returns, the transport never touches a caller's buffer
- *    again. Peers should see this rank as lost.
+ *    again. Peers should see this rank as lost. (libcoll's own transports
+ *    tell them instead where the failure started; see "Which rank
+ *    failed".)
  *  - destroy(ctx) frees everything. It may come without abort; it should
  *    tell the peers this rank left (they report COLL_ERR_PEER_LOST) but
  *    must not wait long for them.
@@ -491,13 +527,14 @@ COLL_API coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
  *  get:  mandatory; see below.
  * Keys are short NUL-terminated text; values are bytes (an address text,
  * the 128 bytes of an NCCL unique id), not NUL-terminated. Every key
- * libcoll writes begins with "coll/" ("coll/addr/<rank>",
- * "coll/nccl/unique_id"), and libcoll never deletes one (the table has no
- * delete). So each comm made through one store needs keys of its own, at
- * the same time and one after another alike: give every comm a distinct
- * prefix (torch's PrefixStore, which init_process_group gives each process
- * group; in C, slots that prepend "<group>/" to the key). Two comms on the
- * same keys would read each other's addresses.
+ * libcoll writes begins with "coll/" ("coll/compat/<rank>",
+ * "coll/addr/<rank>", "coll/nccl/unique_id", "coll/outcome/<rank>"), and
+ * libcoll never deletes one (the table has no delete). So each comm made
+ * through one store needs keys of its own, at the same time and one after
+ * another alike: give every comm a distinct prefix (torch's PrefixStore,
+ * which init_process_group gives each process group; in C, slots that
+ * prepend "<group>/" to the key). Two comms on the same keys would read
+ * each other's addresses.
  * Slots run on the thread that called coll_comm_init_store, one call at a
  * time, never after it returned; they need no locking of their own unless
  * the store is shared with other threads. A failing slot may record why
@@ -523,9 +560,15 @@ typedef struct coll_store_ops {
 /* Creates rank `rank` of a `world`-rank comm whose ranks meet through the
  * caller's store instead of a store libcoll serves: the same comm
  * coll_comm_init_env makes (CPU ring over TCP, or NCCL when COLL_BACKEND
- * selects it and it is usable, its unique id carried by the store).
+ * selects it and it is usable, its unique id carried by the store), with
+ * the same setup guarantees (README, "Setup: all or nothing, compatible,
+ * not stallable").
  *
  * Every rank calls it once with the same world and a rank of its own.
+ * First each rank sets "coll/compat/<rank>" (its library version, wire
+ * version and wire options) and gets every rank's: ranks that differ all
+ * fail at once with PROTOCOL naming who runs what, and a rank whose record
+ * never comes is named (TIMEOUT) at the timeout.
  * TCP: each rank listens on an ephemeral port and sets its address under
  * "coll/addr/<rank>", then gets the addresses of the lower ranks and
  * connects the mesh. It listens on the first address of interface
@@ -537,6 +580,11 @@ typedef struct coll_store_ops {
  * NCCL: rank 0 creates the unique id and sets it under
  * "coll/nccl/unique_id"; the others get it; every rank then joins on the
  * device LOCAL_RANK picks (else its current device).
+ * Last, each rank sets "coll/outcome/<rank>" ("ok", or its status and
+ * text) and gets every rank's: either every rank returns COLL_OK, or every
+ * rank returns the same status (the lowest failing rank's) and the same
+ * text naming every failing rank and why; a rank that never reports is
+ * named once the timeout and 2 s more have passed.
  *
  * store and its slots are used only during the call (see coll_store_ops_t);
  * cfg may be NULL. *out is the comm, NULL on failure, with no socket or
@@ -544,12 +592,15 @@ typedef struct coll_store_ops {
  * every rank arrived and connected (and, for NCCL, NCCL's init finished),
  * bounded by cfg's timeout (else COLL_TIMEOUT_MS, default 300 s): each get
  * is passed what is left of it. An NCCL init is also ended by cfg's abort
- * handle. Returns INVALID_ARG (a NULL store or out, a table too small or
+ * handle: that rank reports it and returns ABORTED at once, without
+ * waiting for the others' outcomes (they fail naming it). Returns
+ * INVALID_ARG (a NULL store or out, a table too small or
  * with a NULL slot, world < 1 or rank outside 0..world-1, the config,
  * COLL_TIMEOUT_MS, COLL_SOCKET_IFNAME or MASTER_ADDR that do not resolve),
  * TIMEOUT (a get that timed out, naming the key and the ranks whose keys
- * are still missing), PROTOCOL (a value of the wrong length, or a get that
- * did not set *len), the status of a failing slot with its text,
+ * are still missing), PROTOCOL (ranks built or configured incompatibly,
+ * a value of the wrong length, or a get that did not set *len), the status
+ * of a failing slot with its text,
  * NOT_AVAILABLE (COLL_BACKEND=nccl without a usable NCCL), PEER_LOST,
  * SYSTEM, BACKEND (NCCL's init failed), ABORTED. One thread per call. */
 COLL_API coll_status_t coll_comm_init_store(const coll_store_ops_t *store,
@@ -788,8 +839,9 @@ COLL_API coll_status_t coll_comm_abort_handle(coll_comm_t *c,
 /* Aborts the comm: every call in flight on it returns COLL_ERR_ABORTED
  * promptly (a CPU comm within milliseconds, an NCCL comm's init, connect
  * or collective within about one), every later one fails at once with it,
- * and the comm stays so until destroyed (sticky). On CPU comms the peers
- * see this rank as lost. Idempotent. A no-op once the comm was destroyed:
+ * and the comm stays so until destroyed (sticky). On CPU comms the peers'
+ * calls it ends return COLL_ERR_ABORTED too, with a text naming this rank
+ * ("rank 3 aborted"). Idempotent. A no-op once the comm was destroyed:
  * the handle keeps the state it had. Returns COLL_OK, or INVALID_ARG for
  * NULL. It does not wait for peers or the GPU. Any thread. */
 COLL_API coll_status_t coll_abort(coll_abort_handle_t *h);

@@ -24,8 +24,9 @@ void coll__algo_run_phase(algo_run_t *run, uint32_t phase) {
 
 coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
                               ...) {
-  char where[160];
+  char where[160], seen[160];
   const char *why = coll_last_error();
+  coll_origin_t o;
   va_list ap;
   if (run->status != COLL_OK) return run->status;
   va_start(ap, fmt);
@@ -35,11 +36,19 @@ coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
   /* Compose in run->msg first: `why` points into the buffer that
    * coll__err writes. */
   snprintf(run->msg, sizeof run->msg, "%s: %s: %s", run->what, where, why);
+  /* The ranks' message streams are out of step now. Failing the transport
+   * fails our pending requests at once (so no buffer is touched after we
+   * return) and tells the peers that wait on us where the failure started,
+   * instead of letting them time out. */
+  coll__t_fail(run->ctx->t, s);
+  /* A failure that started on another rank is reported as that rank's,
+   * with the status every rank reports for it. */
+  if (coll__t_origin(run->ctx->t, &o) && o.rank != run->ctx->rank) {
+    coll__origin_text(&o, run->ctx->rank, seen, sizeof seen);
+    snprintf(run->msg, sizeof run->msg, "%s: %s", run->what, seen);
+    s = coll__origin_status(&o);
+  }
   run->status = s;
-  /* The ranks' message streams are out of step now. Aborting fails our
-   * pending requests at once (so no buffer is touched after we return) and
-   * tells the peers that wait on us, instead of letting them time out. */
-  coll__t_abort(run->ctx->t);
   return coll__err(s, "%s", run->msg);
 }
 
@@ -82,7 +91,7 @@ void coll__algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n) {
   size_t i;
   /* coll__algo_fail aborted the transport; a failure that did not pass through
    * it (no scratch memory) must still tell the peers. */
-  if (run->status == COLL_OK) coll__t_abort(run->ctx->t);
+  if (run->status == COLL_OK) coll__t_fail(run->ctx->t, COLL_ERR_NO_MEMORY);
   for (i = 0; i < n; i++) {
     if (!reqs[i].live) continue;
     (void)coll__t_abort_reap(run->ctx->t, reqs[i].h, run->status);

@@ -2,10 +2,14 @@
 /* store_init.c: coll_comm_init_store, a comm whose ranks meet through a
  * key/value store the caller brings: the CPU ring over TCP (addresses in
  * the store), or NCCL (the unique id in the store) when COLL_BACKEND
- * selects it. The same backends and checks as coll_comm_init_env. */
+ * selects it. The same backends and checks as coll_comm_init_env, and the
+ * same setup guarantees through the caller's store (setup_check.h): ranks
+ * of incompatible builds fail at once, and every rank returns the same. */
 #include "api/env_init.h"
 #include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/kv_tcp.h"
+#include "bootstrap/rendezvous/setup_check.h"
+#include "core/clock.h"
 #include "core/comm.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -29,20 +33,58 @@ static coll_status_t check_args(const coll_store_ops_t *store, int rank,
   return coll__env_timeout_check();
 }
 
-static coll_status_t cpu_init(const coll_store_ops_t *store, int rank,
-                              int world, const coll_comm_config_t *cfg,
-                              coll_comm_t **out) {
-  coll_transport_t *t = NULL;
-  /* Before meeting the other ranks: a bad knob fails at once. */
+/* Checks of this rank alone, before any slot runs: a bad knob, a wrong
+ * interface or a missing NCCL fails at once instead of making the others
+ * wait. TCP: local is the address to listen on. */
+static coll_status_t local_check(int nccl, char local[COLL_ADDR_TEXT_MAX]) {
+  if (nccl) return coll__nccl_available("nccl init");
   COLL_CHECK(coll__cpu_env_check());
-  COLL_CHECK(coll__kv_tcp_create(store, rank, world,
-                                 coll__config_timeout_ms(cfg), &t));
-  return coll__cpu_comm_create(t, cfg, out);
+  return coll__kv_tcp_local(local);
+}
+
+/* Meets the other ranks (compatibility check), builds this rank's part
+ * (the TCP mesh, or the NCCL comm) and agrees on the outcome with all. */
+static coll_status_t setup(const coll_store_ops_t *store, int rank, int world,
+                           int nccl, const char *local,
+                           const coll_comm_config_t *cfg, coll_comm_t **out) {
+  int64_t timeout = coll__config_timeout_ms(cfg), left;
+  coll_setup_t su = {store,
+                     COLL_KV_PREFIX,
+                     rank,
+                     world,
+                     coll__deadline(timeout),
+                     timeout,
+                     "store bootstrap",
+                     "setup: the store failed while the ranks agreed on "
+                     "the outcome"};
+  coll_transport_t *t = NULL;
+  coll_status_t s;
+  COLL_CHECK(coll__setup_compat_publish(&su));
+  COLL_CHECK(coll__setup_compat_check(&su, 1));
+  if (nccl) {
+    left = coll__remaining_ms(su.deadline_ms);
+    /* 0 would read as "the default" there; a spent budget is 1 ms. */
+    s = coll__env_nccl_comm(store, rank, world, cfg, left == 0 ? 1 : left, out);
+  } else {
+    s = coll__kv_tcp_create(store, rank, world, local, su.deadline_ms, timeout,
+                            &t);
+  }
+  /* Every rank returns the same: a part that failed anywhere fails
+   * everywhere (rdv_outcome.c). */
+  s = coll__setup_outcome(&su, s, NULL);
+  if (s != COLL_OK) {
+    if (t != NULL) coll_transport_destroy(t);
+    if (*out != NULL) coll_comm_destroy(*out);
+    *out = NULL;
+    return s;
+  }
+  return nccl ? COLL_OK : coll__cpu_comm_create(t, cfg, out);
 }
 
 coll_status_t coll_comm_init_store(const coll_store_ops_t *store, int rank,
                                    int world, const coll_comm_config_t *cfg,
                                    coll_comm_t **out) {
+  char local[COLL_ADDR_TEXT_MAX] = "";
   coll_status_t s;
   int nccl;
   coll__err_clear();
@@ -56,11 +98,8 @@ coll_status_t coll_comm_init_store(const coll_store_ops_t *store, int rank,
     s = COLL_ERR_NOT_AVAILABLE; /* the reason is recorded */
     goto out;
   }
-  if (nccl > 0)
-    s = coll__env_nccl_comm(store, rank, world, cfg,
-                            coll__config_timeout_ms(cfg), out);
-  else
-    s = cpu_init(store, rank, world, cfg, out);
+  s = local_check(nccl, local);
+  if (s == COLL_OK) s = setup(store, rank, world, nccl, local, cfg, out);
 out:
   if (s != COLL_OK) coll__err_prefix("comm_init_store");
   return s;

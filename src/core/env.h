@@ -10,6 +10,8 @@
 /* A comm's bound on every wait when neither its config nor COLL_TIMEOUT_MS
  * gives one: five minutes. Named here only. */
 #define COLL_DEFAULT_TIMEOUT_MS 300000
+/* A TCP peer silent this long while a call waits on it is unresponsive. */
+#define COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000
 #define COLL_ENV_STR_(x) #x
 #define COLL_ENV_XSTR_(x) COLL_ENV_STR_(x)
 
@@ -70,7 +72,11 @@
     "process transport: auto (default: shm when all ranks share a host), "    \
     "tcp, shm")                                                               \
   X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                          \
-    "shm transport: microseconds a waiter spins before it sleeps (50)")
+    "shm transport: microseconds a waiter spins before it sleeps (50)")       \
+  X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \
+    "TCP: a peer silent this long while a call waits on it is unresponsive, " \
+    "ms (default " COLL_ENV_XSTR_(COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS) "; 0: "  \
+    "off)")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,

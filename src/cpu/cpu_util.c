@@ -52,7 +52,8 @@ void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s) {
     memcpy(cpu->broken_msg, coll_last_error(), COLL_ERRMSG_MAX);
   }
   uv_mutex_unlock(&cpu->mu);
-  coll__t_abort(cpu->t); /* peers learn at once instead of timing out */
+  /* Peers learn at once, and where the failure started. */
+  coll__t_fail(cpu->t, s);
 }
 
 coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what) {

@@ -174,9 +174,26 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
   return COLL_OK;
 }
 
-void coll__t_abort(coll_transport_t *t) {
+void coll__t_set_fail_hooks(coll_transport_t *t,
+                            void (*fail)(void *ctx, const coll_origin_t *o),
+                            int (*origin)(void *ctx, coll_origin_t *o)) {
+  t->fail = fail;
+  t->origin = origin;
+}
+
+void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
+
+void coll__t_fail(coll_transport_t *t, coll_status_t s) {
+  coll_origin_t o = coll__origin_local(t->rank, s);
   atomic_store(&t->aborted, 1);
-  t->ops.abort(t->ctx);
+  if (t->fail != NULL)
+    t->fail(t->ctx, &o);
+  else
+    t->ops.abort(t->ctx);
+}
+
+int coll__t_origin(coll_transport_t *t, coll_origin_t *o) {
+  return t->origin != NULL && t->origin(t->ctx, o);
 }
 
 coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
@@ -184,7 +201,7 @@ coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
   char msg[COLL_ERRMSG_MAX];
   size_t len = 0;
   coll__err_save(msg);
-  coll__t_abort(t);
+  coll__t_fail(t, first != COLL_OK ? first : COLL_ERR_ABORTED);
   (void)t->ops.wait(t->ctx, req, -1, &len);
   coll__err_restore(msg);
   return first;

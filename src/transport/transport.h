@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "coll.h"
+#include "core/origin.h"
 
 /* Longest provider name kept (longer ones are cut). */
 #define COLL_TRANSPORT_NAME_MAX 32
@@ -20,6 +21,12 @@ struct coll_transport {
   int world;
   atomic_int aborted;
   size_t seg_bytes; /* the pipeline segment it moves best; 0: not said */
+  /* libcoll's own transports only (NULL for a third party's): `fail` ends
+   * the endpoint like abort, for a failure that started at o, and tells
+   * the peers o before it closes anything (an origin it already holds
+   * wins); `origin` reports the origin the endpoint failed for, if any. */
+  void (*fail)(void *ctx, const coll_origin_t *o);
+  int (*origin)(void *ctx, coll_origin_t *o);
 };
 
 /* The pipeline segment for a transport that states no preference (a third
@@ -59,8 +66,20 @@ void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
  * Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
 
-/* Aborts the endpoint (idempotent, any thread). */
+/* Records the failure hooks of one of libcoll's own transports. One
+ * thread, right after coll_transport_create. */
+void coll__t_set_fail_hooks(coll_transport_t *t,
+                            void (*fail)(void *ctx, const coll_origin_t *o),
+                            int (*origin)(void *ctx, coll_origin_t *o));
+
+/* Aborts the endpoint (idempotent, any thread): the owner's abort. */
 void coll__t_abort(coll_transport_t *t);
+/* Ends the endpoint because of a failure seen here with status s: like
+ * abort, but the peers learn where the failure started (the origin this
+ * endpoint already received, else this rank with s). Any thread. */
+void coll__t_fail(coll_transport_t *t, coll_status_t s);
+/* 1 and *o if the endpoint knows where its failure started. Any thread. */
+int coll__t_origin(coll_transport_t *t, coll_origin_t *o);
 /* Ends a request that can no longer complete normally (it timed out, or a
  * failure elsewhere leaves it pending): aborts the endpoint, so the request
  * fails at once and peers waiting on this rank learn of it, and reaps it.

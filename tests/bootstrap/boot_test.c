@@ -76,6 +76,25 @@ int bt_free_port(const char *ip) {
   return port;
 }
 
+int bt_dead_port(const char *ip, int *fd_out) {
+  struct sockaddr_storage ss;
+  socklen_t len = fill_addr(ip, 0, &ss);
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0), port = -1;
+  *fd_out = -1;
+  if (fd < 0) return -1;
+  if (bind(fd, (struct sockaddr *)&ss, len) == 0 &&
+      getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+    port = ntohs(ss.ss_family == AF_INET
+                     ? ((struct sockaddr_in *)&ss)->sin_port
+                     : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  if (port < 0) {
+    close(fd);
+    return -1;
+  }
+  *fd_out = fd;
+  return port;
+}
+
 int bt_raw_connect(const char *ip, int port) {
   struct sockaddr_storage ss;
   socklen_t len = fill_addr(ip, port, &ss);

@@ -26,6 +26,11 @@ coll_store_t *bt_client(const bt_store_t *f);
 
 /* A TCP port on ip ("127.0.0.1", "::1") that was free a moment ago. */
 int bt_free_port(const char *ip);
+/* A port on ip that refuses every connection for as long as *fd_out stays
+ * open (bound, never listening), and that no other socket can take
+ * meanwhile, unlike a port found free and closed again; -1 on failure.
+ * The caller closes *fd_out. */
+int bt_dead_port(const char *ip, int *fd_out);
 
 /* A blocking socket connected to ip:port whose reads and writes give up
  * after 5 s, so a test never hangs on it; -1 on failure. */

@@ -95,13 +95,18 @@ static void must_contain(const char *text, const char *part) {
 static void test_one_link_down(void **state) {
   static const int all[WORLD] = {0, 1, 2, 3};
   char bogus[64];
+  int dead_fd;
   job_t j;
   (void)state;
   memset(&j, 0, sizeof j);
   j.port = bt_free_port("127.0.0.1");
   j.timeout_ms = 3000;
   assert_true(j.port > 0);
-  snprintf(bogus, sizeof bogus, "127.0.0.1:%d", bt_free_port("127.0.0.1"));
+  /* Held shut for the whole run: a port found free and closed again may be
+   * taken by another test's listener meanwhile. */
+  snprintf(bogus, sizeof bogus, "127.0.0.1:%d",
+           bt_dead_port("127.0.0.1", &dead_fd));
+  assert_true(dead_fd >= 0);
   reset_hooks();
   coll__rdv_test_hooks.publish_rank = 2;
   coll__rdv_test_hooks.publish_addr = bogus;
@@ -113,6 +118,7 @@ static void test_one_link_down(void **state) {
   must_contain(j.why[0], "none from ranks 3");
   must_contain(j.why[0], "no connection to ranks 2 (rank 2 at ");
   must_contain(j.why[0], "onnection refused");
+  close(dead_fd);
 }
 
 /* Rank 2 claims libcoll 0.2.0 and wire 2: every rank fails at the

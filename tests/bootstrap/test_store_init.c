@@ -3,7 +3,8 @@
  * a thread of this process meeting through an in-memory store
  * (tests/common/test_kv.c): allreduce results against a serial reference,
  * two comms sharing one store through prefixes, the choice of the local
- * address, and every way the caller's table or store can fail. */
+ * address, and every way the caller's table or store can fail, in each
+ * step of the setup (compatibility records, addresses, outcomes). */
 #include <dirent.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -125,7 +126,8 @@ static void expect_all_ok(const job_t *j) {
 }
 
 /* Four ranks on the loopback interface: the sums are right, and the store
- * holds exactly the four addresses, under "coll/addr/<rank>", on lo. */
+ * holds exactly the four addresses, under "coll/addr/<rank>", on lo, each
+ * rank's compatibility record and its outcome, "ok". */
 static void test_four_ranks(void **state) {
   job_t *j = new_job(4, 30000);
   char key[32], val[128];
@@ -134,11 +136,17 @@ static void test_four_ranks(void **state) {
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   run(j);
   expect_all_ok(j);
-  assert_int_equal(test_kv_count(j->kv), 4);
+  assert_int_equal(test_kv_count(j->kv), 12);
   for (r = 0; r < 4; r++) {
     snprintf(key, sizeof key, "coll/addr/%d", r);
     assert_true(test_kv_peek(j->kv, key, val, sizeof val));
     if (strncmp(val, "127.0.0.1:", 10) != 0) fail_msg("%s = %s", key, val);
+    snprintf(key, sizeof key, "coll/compat/%d", r);
+    assert_true(test_kv_peek(j->kv, key, val, sizeof val));
+    if (strncmp(val, "libcoll ", 8) != 0) fail_msg("%s = %s", key, val);
+    snprintf(key, sizeof key, "coll/outcome/%d", r);
+    assert_true(test_kv_peek(j->kv, key, val, sizeof val));
+    assert_string_equal(val, "ok");
   }
   free_job(j);
 }
@@ -174,8 +182,9 @@ static void test_two_comms_one_store(void **state) {
   test_run_ranks(4, two_comms_rank, jobs, 60000, "two comms, one store");
   expect_all_ok(a);
   expect_all_ok(b);
-  assert_int_equal(test_kv_count(a->kv), 4);
+  assert_int_equal(test_kv_count(a->kv), 12);
   assert_true(test_kv_peek(a->kv, "pg0/coll/addr/1", val, sizeof val));
+  assert_true(test_kv_peek(a->kv, "pg1/coll/outcome/1", val, sizeof val));
   assert_true(test_kv_peek(a->kv, "pg1/coll/addr/1", val, sizeof val));
   assert_int_equal(test_kv_count(b->kv), 0);
   free_job(a);
@@ -324,8 +333,8 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(calls, 0);
 }
 
-/* Rank 2 of 3 alone: its wait for rank 0's address ends at the comm's
- * timeout, naming the key and both missing ranks (found by asking the
+/* Rank 2 of 3 alone: its wait for the others' compatibility records ends
+ * at the comm's timeout, naming both missing ranks (found by asking the
  * store without waiting), with no socket or thread left behind; then the
  * same bounded by COLL_TIMEOUT_MS. */
 static void test_absent_ranks_named(void **state) {
@@ -339,10 +348,9 @@ static void test_absent_ranks_named(void **state) {
   run(j);
   assert_int_equal(j->s[2], COLL_ERR_TIMEOUT);
   if (strstr(j->why[2],
-             "comm_init_store: tcp: looking up a peer's address: "
-             "'coll/addr/0' did not appear in the store within 500 ms: 2 "
-             "of 3 ranks never set their address (coll/addr/<rank>): "
-             "ranks 0, 1") == NULL)
+             "comm_init_store: store bootstrap: 2 of 3 ranks did not arrive "
+             "within 500 ms (no coll/compat/<rank> in the store): ranks 0, "
+             "1") == NULL)
     fail_msg("%s", j->why[2]);
   assert_true(j->views[2].zero_gets >= 2);
   assert_int_equal(count_entries("/proc/self/fd"), fds);
@@ -356,27 +364,50 @@ static void test_absent_ranks_named(void **state) {
   run(j);
   assert_int_equal(j->s[1], COLL_ERR_TIMEOUT);
   if (strstr(j->why[1],
-             "'coll/addr/0' did not appear in the store within 300 ms: 1 "
-             "of 2 ranks never set their address (coll/addr/<rank>): "
-             "rank 0") == NULL)
+             "store bootstrap: 1 of 2 ranks did not arrive within 300 ms (no "
+             "coll/compat/<rank> in the store): rank 0") == NULL)
     fail_msg("%s", j->why[1]);
   free_job(j);
 }
 
-/* Rank 0 of 2 alone waits for no address: the mesh names rank 1. */
+/* Ranks 0 and 1 of 3 arrived (their records are there) but never set an
+ * address: rank 2's lookup names the key and both ranks, and the outcome
+ * names them as silent. */
+static void test_absent_addresses_named(void **state) {
+  job_t *j = new_job(3, 500);
+  (void)state;
+  setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  j->absent[0] = j->absent[1] = 1;
+  test_kv_plant_peers(j->kv, 2, 3, 0);
+  run(j);
+  assert_int_equal(j->s[2], COLL_ERR_TIMEOUT);
+  if (strstr(j->why[2],
+             "comm_init_store: setup failed on 3 of 3 ranks (ranks 0, 1, "
+             "2); rank 0: it did not report its setup outcome") == NULL ||
+      strstr(j->why[2],
+             "rank 2: tcp: looking up a peer's address: 'coll/addr/0' did "
+             "not appear in the store within 500 ms: 2 of 3 ranks never set "
+             "their address (coll/addr/<rank>): ranks 0, 1") == NULL)
+    fail_msg("%s", j->why[2]);
+  free_job(j);
+}
+
+/* Rank 0 of 2 alone, rank 1's record there: the mesh names rank 1. */
 static void test_rank0_alone(void **state) {
   job_t *j = new_job(2, 500);
   (void)state;
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   j->absent[1] = 1;
+  test_kv_plant_peers(j->kv, 0, 2, 0);
   run(j);
   assert_int_equal(j->s[0], COLL_ERR_TIMEOUT);
   if (strstr(j->why[0], "none from ranks 1") == NULL) fail_msg("%s", j->why[0]);
   free_job(j);
 }
 
-/* Runs rank `rank` of `world` alone on view v (after planting `addr0` as
- * rank 0's address when not NULL); returns its status, its text in why. */
+/* Runs rank `rank` of `world` alone on view v (after planting the other
+ * ranks' records and "ok" outcomes, and `addr0` as rank 0's address when
+ * not NULL); returns its status, its text in why. */
 static coll_status_t alone(test_kv_view_t *v, int rank, int world,
                            const char *addr0, size_t addr0_len, char *why) {
   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
@@ -384,6 +415,7 @@ static coll_status_t alone(test_kv_view_t *v, int rank, int world,
   coll_comm_t *c = NULL;
   coll_status_t s;
   int fds = count_entries("/proc/self/fd");
+  test_kv_plant_peers(v->kv, rank, world, 1);
   if (addr0 != NULL) test_kv_put(v->kv, "coll/addr/0", addr0, addr0_len);
   test_kv_ops(v, &ops);
   cfg.timeout_ms = 2000;
@@ -408,18 +440,20 @@ static coll_status_t alone(test_kv_view_t *v, int rank, int world,
  * status's when the slot gave none). */
 static void test_set_fails(void **state) {
   test_kv_view_t v = {0};
+  char val[8];
   (void)state;
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   v.kv = test_kv_new();
   v.fail_set = COLL_ERR_SYSTEM;
   v.fail_text = "kv service down";
+  v.only = "addr/";
   EXPECT_ALONE(&v, 0, 2, NULL, 0, COLL_ERR_SYSTEM,
-               "comm_init_store: tcp: publishing this rank's address: the "
+               "rank 0: tcp: publishing this rank's address: the "
                "store's set of 'coll/addr/0' failed: kv service down");
   v.fail_text = NULL;
   EXPECT_ALONE(&v, 0, 2, NULL, 0, COLL_ERR_SYSTEM,
                "the store's set of 'coll/addr/0' failed: system error");
-  assert_int_equal(test_kv_count(v.kv), 0);
+  assert_false(test_kv_peek(v.kv, "coll/addr/0", val, sizeof val));
   test_kv_free(v.kv);
 }
 
@@ -430,6 +464,7 @@ static void test_get_fails(void **state) {
   (void)state;
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   v.kv = test_kv_new();
+  v.only = "addr/";
   v.fail_get = COLL_ERR_PEER_LOST;
   v.fail_text = "kv connection reset";
   EXPECT_ALONE(&v, 1, 2, NULL, 0, COLL_ERR_PEER_LOST,
@@ -453,6 +488,7 @@ static void test_probe_after_timeout(void **state) {
   (void)state;
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   v.kv = test_kv_new();
+  v.only = "addr/";
   v.late = 1;
   v.fail_probe = COLL_ERR_PEER_LOST;
   v.fail_text = "kv gone";
@@ -462,6 +498,104 @@ static void test_probe_after_timeout(void **state) {
   EXPECT_ALONE(&v, 1, 2, "127.0.0.1:9", 11, COLL_ERR_TIMEOUT,
                "'coll/addr/0' did not appear in the store within 2000 ms "
                "(every address is there now: too late)");
+  test_kv_free(v.kv);
+}
+
+/* The store failing in the compatibility check: a set, a get, a get
+ * without a length, a wait and then the question after it; and every
+ * record there after the wait timed out. */
+static void test_compat_store_fails(void **state) {
+  test_kv_view_t v = {0};
+  (void)state;
+  setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  v.kv = test_kv_new();
+  v.only = "compat/";
+  v.fail_text = "kv service down";
+  v.fail_set = COLL_ERR_SYSTEM;
+  EXPECT_ALONE(&v, 0, 2, NULL, 0, COLL_ERR_SYSTEM,
+               "comm_init_store: the store's set of 'coll/compat/0' failed: "
+               "kv service down");
+  v.fail_set = COLL_OK;
+  v.fail_get = COLL_ERR_PEER_LOST;
+  EXPECT_ALONE(&v, 1, 2, NULL, 0, COLL_ERR_PEER_LOST,
+               "comm_init_store: the store's get of 'coll/compat/0' failed: "
+               "kv service down");
+  v.fail_get = COLL_OK;
+  v.forget_len = 1;
+  EXPECT_ALONE(&v, 1, 2, NULL, 0, COLL_ERR_PROTOCOL,
+               "the store's get of 'coll/compat/0' returned COLL_OK without "
+               "setting the value's length");
+  v.forget_len = 0;
+  v.late = 1;
+  v.fail_probe = COLL_ERR_PEER_LOST;
+  EXPECT_ALONE(&v, 1, 2, NULL, 0, COLL_ERR_PEER_LOST,
+               "the store's get of 'coll/compat/0' failed: kv service down");
+  v.fail_probe = COLL_OK;
+  EXPECT_ALONE(&v, 1, 2, NULL, 0, COLL_ERR_TIMEOUT,
+               "comm_init_store: store bootstrap: not every rank arrived "
+               "within 2000 ms (every rank's coll/compat/<rank> is there "
+               "now: too late)");
+  test_kv_free(v.kv);
+}
+
+/* Rank 1 of 2 alone, rank 0's record being `record` (len bytes): rank 1
+ * fails at once with PROTOCOL, its text in why. */
+static void foreign(const void *record, size_t len, char *why) {
+  test_kv_view_t v = {0};
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_store_ops_t ops;
+  coll_comm_t *c = NULL;
+  v.kv = test_kv_new();
+  assert_non_null(v.kv);
+  test_kv_put(v.kv, "coll/compat/0", record, len);
+  test_kv_ops(&v, &ops);
+  cfg.timeout_ms = 60000; /* a wait for it would fail as TIMEOUT */
+  assert_int_equal(coll_comm_init_store(&ops, 1, 2, &cfg, &c),
+                   COLL_ERR_PROTOCOL);
+  snprintf(why, COLL_ERRMSG_MAX, "%s", coll_last_error());
+  assert_null(c);
+  test_kv_free(v.kv);
+}
+
+/* Records this build cannot have written: another build's, and one longer
+ * than any this build writes. */
+static void test_foreign_records(void **state) {
+  char why[COLL_ERRMSG_MAX], big[300];
+  (void)state;
+  setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  foreign("libcoll 9.0.0 wire 7 (x)", 24, why);
+  if (strstr(why,
+             "comm_init_store: store bootstrap: ranks built or "
+             "configured incompatibly: rank 1 runs libcoll ") == NULL ||
+      strstr(why, ", rank 0 runs libcoll 9.0.0 wire 7 (x)") == NULL)
+    fail_msg("%s", why);
+  memset(big, 'x', sizeof big);
+  foreign(big, sizeof big, why);
+  if (strstr(why,
+             "rank 0 runs a build with a longer compatibility "
+             "record") == NULL)
+    fail_msg("%s", why);
+}
+
+/* The store failing while the ranks agree on the outcome (one rank: no
+ * mesh to build). */
+static void test_outcome_store_fails(void **state) {
+  test_kv_view_t v = {0};
+  (void)state;
+  setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  v.kv = test_kv_new();
+  v.only = "outcome/";
+  v.fail_text = "kv gone";
+  v.fail_set = COLL_ERR_SYSTEM;
+  EXPECT_ALONE(&v, 0, 1, NULL, 0, COLL_ERR_SYSTEM,
+               "comm_init_store: setup: the store failed while the ranks "
+               "agreed on the outcome: the store's set of 'coll/outcome/0' "
+               "failed: kv gone");
+  v.fail_set = COLL_OK;
+  v.fail_get = COLL_ERR_PEER_LOST;
+  EXPECT_ALONE(&v, 0, 1, NULL, 0, COLL_ERR_PEER_LOST,
+               "setup: the store failed while the ranks agreed on the "
+               "outcome: the store's get of 'coll/outcome/0' failed: kv gone");
   test_kv_free(v.kv);
 }
 
@@ -491,12 +625,18 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_listen_address, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_absent_ranks_named, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_absent_addresses_named, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_rank0_alone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_set_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_get_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_probe_after_timeout, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_wrong_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_compat_store_fails, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_foreign_records, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_outcome_store_fails, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

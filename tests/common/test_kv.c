@@ -3,6 +3,8 @@
  * mutex, a condition variable every set broadcasts, a small array. */
 #include "test_kv.h"
 
+#include "bootstrap/rendezvous/setup_check.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -88,6 +90,19 @@ void test_kv_put(test_kv_t *kv, const char *key, const void *value,
   }
 }
 
+void test_kv_plant_peers(test_kv_t *kv, int rank, int world, int ok) {
+  char key[64], text[256];
+  int q;
+  for (q = 0; q < world; q++) {
+    if (q == rank) continue;
+    snprintf(key, sizeof key, "coll/compat/%d", q);
+    coll__rdv_compat_text(q, text, sizeof text);
+    test_kv_put(kv, key, text, strlen(text));
+    snprintf(key, sizeof key, "coll/outcome/%d", q);
+    if (ok) test_kv_put(kv, key, "ok", 2);
+  }
+}
+
 int test_kv_peek(test_kv_t *kv, const char *key, char *buf, size_t cap) {
   int i;
   size_t n;
@@ -119,11 +134,16 @@ static coll_status_t failed(const test_kv_view_t *v, coll_status_t s) {
   return s;
 }
 
+/* 1 when the view's failure knobs apply to key. */
+static int targeted(const test_kv_view_t *v, const char *key) {
+  return v->only == NULL || strstr(key, v->only) != NULL;
+}
+
 static coll_status_t kv_set(void *ctx, const char *key, const void *value,
                             size_t len) {
   test_kv_view_t *v = ctx;
   char k[KV_KEY_MAX];
-  if (v->fail_set != COLL_OK) return failed(v, v->fail_set);
+  if (v->fail_set != COLL_OK && targeted(v, key)) return failed(v, v->fail_set);
   full_key(v, key, k);
   if (put(v->kv, k, value, len) != 0)
     return coll_set_last_error(COLL_ERR_NO_MEMORY, "test store full");
@@ -136,12 +156,12 @@ static coll_status_t kv_get(void *ctx, const char *key, void *value, size_t cap,
   test_kv_t *kv = v->kv;
   struct timespec dl;
   char k[KV_KEY_MAX];
-  int i, rc = 0;
-  if (v->fail_get != COLL_OK) return failed(v, v->fail_get);
+  int i, rc = 0, hit = targeted(v, key);
+  if (v->fail_get != COLL_OK && hit) return failed(v, v->fail_get);
   if (timeout_ms == 0) v->zero_gets++;
-  if (timeout_ms == 0 && v->fail_probe != COLL_OK)
+  if (timeout_ms == 0 && v->fail_probe != COLL_OK && hit)
     return failed(v, v->fail_probe);
-  if (timeout_ms != 0 && v->late)
+  if (timeout_ms != 0 && v->late && hit)
     return coll_set_last_error(COLL_ERR_TIMEOUT, "test store: late");
   full_key(v, key, k);
   clock_gettime(CLOCK_MONOTONIC, &dl);
@@ -160,7 +180,7 @@ static coll_status_t kv_get(void *ctx, const char *key, void *value, size_t cap,
   if (i >= 0) {
     size_t n = kv->lens[i] < cap ? kv->lens[i] : cap;
     if (n > 0) memcpy(value, kv->vals[i], n);
-    if (!v->forget_len) *len = kv->lens[i];
+    if (!v->forget_len || !hit) *len = kv->lens[i];
   }
   pthread_mutex_unlock(&kv->mu);
   if (i < 0)

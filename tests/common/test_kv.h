@@ -22,6 +22,12 @@ int test_kv_peek(test_kv_t *kv, const char *key, char *buf, size_t cap);
 /* How many keys the store holds. */
 int test_kv_count(test_kv_t *kv);
 
+/* Plants what the ranks other than `rank` of `world` leave in the store
+ * when they arrive: "coll/compat/<q>" (this build's text), and with ok
+ * "coll/outcome/<q>" = "ok" (they succeeded), so that one rank can run
+ * alone past the compatibility check (and the agreement on the outcome). */
+void test_kv_plant_peers(test_kv_t *kv, int rank, int world, int ok);
+
 /* One rank's view: its ops table reaches kv through `prefix` (prepended
  * to every key, as torch's PrefixStore does), and fails as told. */
 typedef struct test_kv_view {
@@ -33,6 +39,8 @@ typedef struct test_kv_view {
   int forget_len;           /* get says COLL_OK but leaves *len alone */
   int late;                 /* a get that may wait times out, key or not */
   coll_status_t fail_probe; /* not COLL_OK: a get told not to wait fails */
+  const char *only;         /* not NULL: the failures and lateness above
+                               touch only keys that contain it */
   int64_t zero_gets;        /* gets that were asked not to wait */
 } test_kv_view_t;
 

@@ -32,6 +32,9 @@ void standin_dev_free(void *p);
 
 /* The next collective call returns r without running (once). */
 void standin_fail_next(ncclResult_t r);
+/* ncclCommInitRankConfig for `rank` returns r without joining (until the
+ * next install): an init that fails on one rank only. */
+void standin_fail_init(int rank, ncclResult_t r);
 /* Every live comm reports r from ncclCommGetAsyncError from now on. */
 void standin_inject_async_error(ncclResult_t r);
 /* Collectives posted from now on complete (hang = 0) or never (1). */

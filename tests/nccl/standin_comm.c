@@ -126,6 +126,10 @@ static ncclResult_t comm_init_rank_config(ncclComm_t *out, int nranks,
   int nonblocking = config != NULL && config->blocking == 0;
   ncclResult_t r;
   uv_mutex_lock(&si.mu);
+  if (rank == si.fail_init_rank) {
+    uv_mutex_unlock(&si.mu);
+    return si.fail_init;
+  }
   r = join(out, nranks, id.internal, rank, nonblocking);
   if (r == ncclSuccess && si_group_depth > 0) {
     si_group_inits[si_group_ninit++] = *out;
@@ -307,6 +311,13 @@ static ncclResult_t premul_destroy(ncclRedOp_t op, ncclComm_t c) {
 void standin_fail_next(ncclResult_t r) {
   uv_mutex_lock(&si.mu);
   si.fail_next = r;
+  uv_mutex_unlock(&si.mu);
+}
+
+void standin_fail_init(int rank, ncclResult_t r) {
+  uv_mutex_lock(&si.mu);
+  si.fail_init_rank = rank;
+  si.fail_init = r;
   uv_mutex_unlock(&si.mu);
 }
 

@@ -459,6 +459,7 @@ void standin_install(const standin_config_t *cfg) {
   si.hang = cfg->hang;
   si_stalled = 0;
   si.fail_next = ncclSuccess;
+  si.fail_init_rank = -1;
   memset(&si.st, 0, sizeof si.st);
   si.misuse[0] = '\0';
   si.last_error[0] = '\0';

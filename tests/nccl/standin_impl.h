@@ -62,6 +62,8 @@ typedef struct si_state {
   struct ncclComm *comms;
   struct si_clique *cliques;
   ncclResult_t fail_next;
+  int fail_init_rank; /* -1: none */
+  ncclResult_t fail_init;
   int hang;
   uint64_t uid_counter;
   standin_stats_t st;

@@ -263,12 +263,30 @@ static void test_malformed_frames(void **state) {
   assert_non_null(strstr(why, "magic"));
 }
 
+/* A goodbye frame with its payload: origin, cause, detail. */
+static void bye(fixture_t *f, uint32_t origin, uint16_t cause,
+                uint32_t detail) {
+  uint8_t p[COLL_TCP_BYE_BYTES];
+  frame(f, COLL_TCP_K_GOODBYE, 0, 1, 0, COLL_TCP_BYE_BYTES);
+  coll__tcp_bye_encode(p, origin, cause, detail);
+  put(f, p, sizeof p);
+}
+
 static void test_goodbye_and_eof(void **state) {
   fixture_t *f = *state, *g;
   char why[TCP_WHY_MAX];
-  frame(f, COLL_TCP_K_GOODBYE, 0, 1, 0, 0);
+  /* The header alone is not judged: the payload comes with it. */
+  frame(f, COLL_TCP_K_GOODBYE, 0, 1, 0, COLL_TCP_BYE_BYTES);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  {
+    uint8_t p[COLL_TCP_BYE_BYTES];
+    coll__tcp_bye_encode(p, 1, COLL_CAUSE_DESTROYED, 0);
+    put(f, p, sizeof p);
+  }
   assert_int_equal(progress(f, why), TCP_EV_GOODBYE);
   assert_int_equal(f->c->rstate, RS_CLOSED);
+  assert_int_equal(f->c->bye.rank, 1);
+  assert_int_equal(f->c->bye.cause, COLL_CAUSE_DESTROYED);
   assert_int_equal(progress(f, why), TCP_EV_NONE); /* read no more */
   assert_int_equal(setup((void **)&g), 0);
   frame(g, COLL_TCP_K_DATA, 0, 1, 4, 100);
@@ -278,7 +296,51 @@ static void test_goodbye_and_eof(void **state) {
   assert_int_equal(progress(g, why), TCP_EV_LOST);
   assert_non_null(strstr(why, "rank 1 lost"));
   assert_non_null(strstr(why, "mid-frame"));
+  assert_int_equal(atomic_load(&g->c->lost_err), 0);
   teardown((void **)&g);
+}
+
+/* A rank that fails between two frames of a message says goodbye there,
+ * naming where the failure started: the receiver records that origin. */
+static void test_goodbye_mid_message_names_origin(void **state) {
+  fixture_t *f = *state;
+  char why[TCP_WHY_MAX];
+  frame(f, COLL_TCP_K_DATA, COLL_TCP_F_MORE, 1, 4, 3);
+  put(f, "abc", 3);
+  bye(f, 0, COLL_CAUSE_LOST, 104);
+  assert_int_equal(progress(f, why), TCP_EV_FAILED);
+  assert_int_equal(f->c->rstate, RS_CLOSED);
+  assert_int_equal(f->c->bye.rank, 0);
+  assert_int_equal(f->c->bye.cause, COLL_CAUSE_LOST);
+  assert_int_equal(f->c->bye.detail, 104);
+}
+
+/* A goodbye whose payload makes no sense is a protocol error. */
+static void test_goodbye_malformed(void **state) {
+  static const struct {
+    uint32_t origin;
+    uint16_t cause;
+    uint32_t detail;
+    const char *needle;
+  } bad[] = {
+      {2, COLL_CAUSE_ABORTED, 0, "malformed"}, /* world is 2 */
+      {1, 0, 0, "cause 0"},
+      {1, 99, 0, "cause 99"},
+      {1, COLL_CAUSE_FAILED, 0, "cause"}, /* a failure of status OK */
+      {1, COLL_CAUSE_FAILED, 999, "cause"},
+  };
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    fixture_t *f;
+    char why[TCP_WHY_MAX] = "";
+    assert_int_equal(setup((void **)&f), 0);
+    bye(f, bad[i].origin, bad[i].cause, bad[i].detail);
+    assert_int_equal(progress(f, why), TCP_EV_PROTO);
+    assert_non_null(strstr(why, bad[i].needle));
+    assert_non_null(strstr(why, "rank 1"));
+    teardown((void **)&f);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -292,6 +354,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_multiframe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_frames, setup, teardown),
       cmocka_unit_test_setup_teardown(test_goodbye_and_eof, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_goodbye_mid_message_names_origin,
+                                      setup, teardown),
+      cmocka_unit_test(test_goodbye_malformed),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "core/origin.h"
 #include "core/sha256.h"
 #include "transport/tcp/tcp_hs.h"
 #include "transport/tcp/tcp_sock.h"
@@ -98,7 +99,7 @@ static void test_frame_layout(void **state) {
                                                      'O',
                                                      'L',
                                                      'L',
-                                                     1,
+                                                     2,
                                                      0,
                                                      COLL_TCP_K_DATA,
                                                      COLL_TCP_F_MORE,
@@ -130,6 +131,29 @@ static void test_frame_layout(void **state) {
   assert_int_equal(f.src, 0x010203);
   assert_int_equal(f.tag, 0xdeadbeef);
   assert_true(f.len == 0x0102030405060708ull);
+}
+
+/* The goodbye's payload: origin, cause, detail, little-endian, with its
+ * zero fields checked on the way in. */
+static void test_bye_layout(void **state) {
+  uint8_t b[COLL_TCP_BYE_BYTES];
+  static const uint8_t want[COLL_TCP_BYE_BYTES] = {
+      0x03, 0x02, 0x01, 0x00, 0x05, 0x00, 0x00, 0x00,
+      0x68, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  uint32_t origin, detail;
+  uint16_t cause;
+  (void)state;
+  coll__tcp_bye_encode(b, 0x010203, COLL_CAUSE_TIMEOUT, 104);
+  assert_memory_equal(b, want, sizeof want);
+  assert_int_equal(coll__tcp_bye_decode(b, &origin, &cause, &detail), 1);
+  assert_int_equal(origin, 0x010203);
+  assert_int_equal(cause, COLL_CAUSE_TIMEOUT);
+  assert_int_equal(detail, 104);
+  b[6] = 1;
+  assert_int_equal(coll__tcp_bye_decode(b, &origin, &cause, &detail), 0);
+  b[6] = 0;
+  b[15] = 1;
+  assert_int_equal(coll__tcp_bye_decode(b, &origin, &cause, &detail), 0);
 }
 
 /* A connector (rank `from`) and an acceptor (rank 0) run the three
@@ -255,6 +279,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_sha256_vectors),
       cmocka_unit_test(test_hmac_vectors),
       cmocka_unit_test(test_frame_layout),
+      cmocka_unit_test(test_bye_layout),
       cmocka_unit_test(test_handshake_verdicts),
       cmocka_unit_test(test_handshake_replay_and_impostor),
       cmocka_unit_test(test_addr_text),

@@ -6,7 +6,8 @@ joins, and must get a RuntimeError instead of hanging:
 Rank 1 waits (bounded) until rank 0 is done, then sees its comm fail too
 in "wait" (rank 0 aborted it).
   absent: rank 0 never starts; rank 1's init_process_group, waiting in
-  torch's store for rank 0's address, fails after the group's 2 s.
+  torch's store for rank 0's compatibility record, fails after the
+  group's 2 s, naming rank 0.
 Prints a RESULT line."""
 import datetime
 import time
@@ -37,7 +38,8 @@ def expect_raise(name, words, call):
 
 if mode == "absent":
     expect_raise("init without rank 0", ["coll: process group creation",
-                                         "err_timeout", "coll/addr/0"],
+                                         "err_timeout", "did not arrive",
+                                         "coll/compat/<rank>", "rank 0"],
                  lambda: init(timeout_s=2))
     finish({"failures": failures, "texts": texts})
 rank, world, store, _ = init(timeout_s=60 if mode == "wait" else 2)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_inproc_fail.c: abort and destroy of an in-process endpoint: its own
- * requests fail ABORTED, its peers' ones PEER_LOST, blocked waits wake, and
- * no buffer is touched once abort returned. */
+ * requests fail ABORTED, its peers' ones ABORTED naming it (after an abort)
+ * or PEER_LOST (after a destroy), a rank that fails because of another
+ * forwards that origin, blocked waits wake, and no buffer is touched once
+ * abort returned. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,23 +52,39 @@ static void test_abort_fails_everything(void **state) {
   free(m6);
   expect_fail(t[0], r5, COLL_ERR_ABORTED, "aborted");
   expect_fail(t[0], s6, COLL_ERR_ABORTED, "aborted");
-  expect_fail(t[1], s7, COLL_ERR_PEER_LOST,
-              "rank 0 lost (its endpoint was aborted)");
-  expect_fail(t[2], r8, COLL_ERR_PEER_LOST,
-              "rank 0 lost (its endpoint was aborted)");
+  expect_fail(t[1], s7, COLL_ERR_ABORTED, "rank 0 aborted, seen by rank 1");
+  expect_fail(t[2], r8, COLL_ERR_ABORTED, "rank 0 aborted, seen by rank 2");
   assert_int_equal(tt_wait(t[1], r9, 0, NULL), COLL_ERR_TIMEOUT);
   /* Later requests fail at once. */
   assert_int_equal(coll__t_isend(t[0], 1, 1, "y", 2, &r), COLL_ERR_ABORTED);
   assert_int_equal(coll__t_irecv(t[0], 1, 1, b5, 8, &r), COLL_ERR_ABORTED);
-  assert_int_equal(coll__t_isend(t[1], 0, 1, "y", 2, &r), COLL_ERR_PEER_LOST);
-  assert_non_null(strstr(coll_last_error(), "rank 0 lost"));
-  assert_int_equal(coll__t_irecv(t[2], 0, 6, b8, 8, &r), COLL_ERR_PEER_LOST);
+  assert_int_equal(coll__t_isend(t[1], 0, 1, "y", 2, &r), COLL_ERR_ABORTED);
+  assert_non_null(strstr(coll_last_error(), "rank 0 aborted"));
+  assert_int_equal(coll__t_irecv(t[2], 0, 6, b8, 8, &r), COLL_ERR_ABORTED);
   /* The others go on. */
   assert_int_equal(tt_send(t[2], 1, 9, "ok", 3), COLL_OK);
   assert_int_equal(tt_wait(t[1], r9, 0, NULL), COLL_OK);
   assert_string_equal(b9, "ok");
   assert_int_equal(coll__t_barrier(t[1], COLL_TAG_RESERVED, -1),
-                   COLL_ERR_PEER_LOST);
+                   COLL_ERR_ABORTED);
+  tt_destroy_all(t, 3);
+}
+
+/* A rank whose collective timed out ends its peers' requests with it. A
+ * request that is over must not say TIMEOUT, which means "still pending"
+ * (its owner would wait for it again and free it twice): it ends ABORTED,
+ * with a text naming the rank that timed out. */
+static void test_peer_timeout_ends_requests(void **state) {
+  coll_transport_t *t[3];
+  char b1[8], b2[8];
+  void *r1, *r2;
+  (void)state;
+  make(3, t);
+  assert_int_equal(coll__t_irecv(t[1], 0, 5, b1, 8, &r1), COLL_OK);
+  assert_int_equal(coll__t_irecv(t[2], 0, 5, b2, 8, &r2), COLL_OK);
+  coll__t_fail(t[0], COLL_ERR_TIMEOUT);
+  expect_fail(t[1], r1, COLL_ERR_ABORTED, "rank 0 timed out");
+  expect_fail(t[2], r2, COLL_ERR_ABORTED, "rank 0 timed out");
   tt_destroy_all(t, 3);
 }
 
@@ -82,8 +100,8 @@ static void test_peer_destroyed(void **state) {
   coll_transport_destroy(t[0]);
   t[0] = NULL;
   expect_fail(t[1], r1, COLL_ERR_PEER_LOST,
-              "rank 0 lost (its endpoint was destroyed)");
-  expect_fail(t[1], s1, COLL_ERR_PEER_LOST, "rank 0 lost");
+              "rank 0 left (its comm was destroyed), seen by rank 1");
+  expect_fail(t[1], s1, COLL_ERR_PEER_LOST, "rank 0 left");
   assert_int_equal(coll__t_isend(t[2], 0, 1, "y", 2, &r), COLL_ERR_PEER_LOST);
   assert_int_equal(coll__t_irecv(t[2], 0, 1, b, 8, &r), COLL_ERR_PEER_LOST);
   assert_non_null(strstr(coll_last_error(), "destroyed"));
@@ -149,7 +167,7 @@ static void run_wake(int kill_by_destroy, int blocked_send) {
     assert_int_equal(x.got0, COLL_ERR_PEER_LOST);
   } else {
     assert_int_equal(x.got0, COLL_ERR_ABORTED);
-    assert_int_equal(x.got1, COLL_ERR_PEER_LOST);
+    assert_int_equal(x.got1, COLL_ERR_ABORTED); /* rank 0 aborted */
   }
   tt_destroy_all(x.t, 2);
 }
@@ -188,7 +206,7 @@ static void test_concurrent_aborts(void **state) {
   assert_int_equal(coll__t_isend(x.t[1], 0, 2, "z", 2, &r1), COLL_OK);
   test_run_ranks(TT_MAX_RANKS, race_rank, &x, TT_RUN_MS, "concurrent aborts");
   expect_fail(x.t[0], r0, COLL_ERR_ABORTED, "aborted");
-  expect_fail(x.t[1], r1, COLL_ERR_PEER_LOST, "rank 0 lost");
+  expect_fail(x.t[1], r1, COLL_ERR_ABORTED, "rank 0 aborted");
   assert_int_equal(coll__t_isend(x.t[0], 1, 0, NULL, 0, &r), COLL_ERR_ABORTED);
   tt_destroy_all(x.t, 2);
 }
@@ -348,6 +366,7 @@ static void test_abort_during_copy(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_abort_fails_everything),
+      cmocka_unit_test(test_peer_timeout_ends_requests),
       cmocka_unit_test(test_peer_destroyed),
       cmocka_unit_test(test_abort_wakes_blocked_wait),
       cmocka_unit_test(test_destroy_wakes_blocked_peer),

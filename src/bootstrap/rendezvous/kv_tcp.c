@@ -28,6 +28,9 @@ static coll_status_t kv_publish(void *ctx, int rank, const char *addr) {
   kv_rdv_t *k = ctx;
   char key[COLL_KV_KEY_MAX];
   snprintf(key, sizeof key, COLL_KV_ADDR_KEY "%d", rank);
+  if (rank == coll__rdv_test_hooks.publish_rank &&
+      coll__rdv_test_hooks.publish_addr != NULL)
+    addr = coll__rdv_test_hooks.publish_addr;
   return coll__kv_set(k->ops, key, addr, strlen(addr));
 }
 
@@ -79,17 +82,21 @@ static coll_status_t kv_lookup(void *ctx, int rank, char *addr, size_t cap,
   return COLL_OK;
 }
 
+coll_status_t coll__kv_tcp_local(char out[COLL_ADDR_TEXT_MAX]) {
+  return coll__listen_addr_auto(coll__env(COLL_ENV_SOCKET_IFNAME),
+                                coll__env(COLL_ENV_MASTER_ADDR), out);
+}
+
 coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
-                                  int world, int64_t timeout_ms,
+                                  int world, const char *local,
+                                  int64_t deadline_ms, int64_t timeout_ms,
                                   coll_transport_t **out) {
-  char local[COLL_ADDR_TEXT_MAX], job[48];
+  char job[48];
   kv_rdv_t k = {ops, world, timeout_ms};
+  int64_t left = coll__remaining_ms(deadline_ms);
   coll_tcp_rdv_t rdv = {&k, kv_publish, kv_lookup};
   coll_tcp_opts_t o;
   *out = NULL;
-  /* A wrong interface fails here, before anyone waits on this rank. */
-  COLL_CHECK(coll__listen_addr_auto(coll__env(COLL_ENV_SOCKET_IFNAME),
-                                    coll__env(COLL_ENV_MASTER_ADDR), local));
   /* Distinct comms have distinct keys (the caller's prefix), not distinct
    * job ids: the handshake still refuses a peer of another world size. */
   snprintf(job, sizeof job, "coll_comm_init_store/%d", world);
@@ -99,7 +106,7 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
                         local,
                         job,
                         coll__env(COLL_ENV_AUTH_TOKEN),
-                        timeout_ms == 0 ? 1 : timeout_ms};
+                        left == 0 ? 1 : left};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: caller's store, listening on %s", rank,
             world, local);
   return coll__tcp_transport_create(&o, &rdv, out);

@@ -4,21 +4,27 @@
  * travels on the wire (the algorithm choice, the ring threshold, the segment
  * size, descriptor agreement); rank 0 compares them once every rank joined
  * and fails the rendezvous on every rank at once, naming who runs what,
- * instead of letting ranks that cannot understand each other time out. */
+ * instead of letting ranks that cannot understand each other time out.
+ * Through a caller's store (coll_comm_init_store) there is no rank 0 to
+ * judge: every rank reads every record and reaches the same verdict. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rdv_int.h"
+#include "bootstrap/rendezvous/setup_check.h"
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "transport/tcp/wire.h"
 
 #define COMPAT_TEXT_MAX 200
-/* Each rank writes its record before it joins, on the same connection, so
- * once every rank joined every record is there: rank 0 looks without
- * waiting. */
+/* In the rendezvous each rank writes its record before it joins, on the
+ * same connection, so once every rank joined every record is there: rank 0
+ * looks without waiting. Through a caller's store every rank waits for
+ * every record instead, and reaches the verdict itself. */
 #define COMPAT_GET_MS 0
 #define COMPAT_GROUPS_SHOWN 4
 
@@ -77,10 +83,11 @@ static int group_ranks(char (*texts)[COMPAT_TEXT_MAX], int world, int *group) {
 
 /* "rank 2 runs libcoll 0.1.0 wire 1 (...), ranks 0, 1, 3 run ..." with the
  * groups other than rank 0's first. */
-static coll_status_t mismatch(coll_rdv_t *r, char (*texts)[COMPAT_TEXT_MAX],
-                              const int *group, int ngroups) {
+static coll_status_t mismatch(const coll_setup_t *su,
+                              char (*texts)[COMPAT_TEXT_MAX], const int *group,
+                              int ngroups) {
   char msg[COLL_ERRMSG_MAX], ranks[160];
-  int *members = malloc((size_t)r->world * sizeof *members);
+  int *members = malloc((size_t)su->world * sizeof *members);
   size_t used = 0;
   int g, k, q, shown = 0;
   if (members == NULL)
@@ -89,7 +96,7 @@ static coll_status_t mismatch(coll_rdv_t *r, char (*texts)[COMPAT_TEXT_MAX],
   for (k = 1; k <= ngroups && shown < COMPAT_GROUPS_SHOWN; k++) {
     int n = 0, first = -1;
     g = k % ngroups; /* rank 0's group (0) last */
-    for (q = 0; q < r->world; q++)
+    for (q = 0; q < su->world; q++)
       if (group[q] == g) {
         if (first < 0) first = q;
         members[n++] = q;
@@ -103,40 +110,83 @@ static coll_status_t mismatch(coll_rdv_t *r, char (*texts)[COMPAT_TEXT_MAX],
   }
   free(members);
   return coll__err(COLL_ERR_PROTOCOL,
-                   "rendezvous at %s: ranks built or configured "
-                   "incompatibly: %s",
-                   r->where, msg);
+                   "%s: ranks built or configured incompatibly: %s", su->where,
+                   msg);
 }
 
-coll_status_t coll__rdv_compat_check(coll_rdv_t *r) {
-  char(*texts)[COMPAT_TEXT_MAX] = calloc((size_t)r->world, sizeof *texts);
-  int *group = malloc((size_t)r->world * sizeof *group), q, ngroups;
+/* After a wait for a record timed out: COLL_ERR_TIMEOUT naming the ranks
+ * whose record is still missing (asked without waiting). */
+static coll_status_t name_absent(const coll_setup_t *su) {
+  int *missing = malloc((size_t)su->world * sizeof *missing), n = 0;
+  char prefix[COLL_KV_KEY_MAX], ranks[300];
+  coll_status_t s;
+  if (missing == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
+  snprintf(prefix, sizeof prefix, "%scompat/", su->prefix);
+  s = coll__kv_missing(su->ops, prefix, su->world, -1, missing, &n);
+  if (s == COLL_OK && n == 0)
+    s = coll__err(COLL_ERR_TIMEOUT,
+                  "%s: not every rank arrived within %lld ms (every rank's "
+                  "%s<rank> is there now: too late)",
+                  su->where, (long long)su->timeout_ms, prefix);
+  else if (s == COLL_OK) {
+    coll__format_ranks(ranks, sizeof ranks, missing, n);
+    s = coll__err(COLL_ERR_TIMEOUT,
+                  "%s: %d of %d ranks did not arrive within %lld ms (no "
+                  "%s<rank> in the store): rank%s %s",
+                  su->where, n, su->world, (long long)su->timeout_ms, prefix,
+                  n > 1 ? "s" : "", ranks);
+  }
+  free(missing);
+  return s;
+}
+
+/* Rank q's record into text (COMPAT_TEXT_MAX bytes). */
+static coll_status_t read_record(const coll_setup_t *su, int q, int wait,
+                                 char *text) {
+  char key[COLL_KV_KEY_MAX];
+  size_t len = 0;
+  coll_status_t s;
+  snprintf(key, sizeof key, "%scompat/%d", su->prefix, q);
+  s = coll__kv_get(su->ops, key, text, COMPAT_TEXT_MAX - 1, &len,
+                   wait ? coll__remaining_ms(su->deadline_ms) : COMPAT_GET_MS);
+  if (s == COLL_ERR_TIMEOUT && wait) return name_absent(su);
+  if (s == COLL_ERR_LENGTH_MISMATCH || s == COLL_ERR_TIMEOUT ||
+      (s == COLL_OK && len > COMPAT_TEXT_MAX - 1)) {
+    /* Longer than any text this build writes (libcoll's store refuses to
+     * cut it, a caller's reports its full length), or none although the
+     * rank joined (its record precedes its join): another build. */
+    snprintf(text, COMPAT_TEXT_MAX, "%s",
+             s == COLL_ERR_TIMEOUT
+                 ? "a libcoll without the compatibility record"
+                 : "a build with a longer compatibility record");
+    coll__err_clear();
+    return COLL_OK;
+  }
+  if (s == COLL_OK) text[len] = '\0';
+  return s;
+}
+
+coll_status_t coll__setup_compat_publish(const coll_setup_t *su) {
+  char key[COLL_KV_KEY_MAX], compat[256];
+  snprintf(key, sizeof key, "%scompat/%d", su->prefix, su->rank);
+  coll__rdv_compat_text(su->rank, compat, sizeof compat);
+  return coll__kv_set(su->ops, key, compat, strlen(compat));
+}
+
+coll_status_t coll__setup_compat_check(const coll_setup_t *su, int wait) {
+  char(*texts)[COMPAT_TEXT_MAX] = calloc((size_t)su->world, sizeof *texts);
+  int *group = malloc((size_t)su->world * sizeof *group), q, ngroups;
   coll_status_t s = COLL_OK;
   if (texts == NULL || group == NULL) {
     s = coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
     goto out;
   }
-  for (q = 0; q < r->world; q++) {
-    char key[COLL_RDV_KEY_MAX];
-    size_t len = 0;
-    snprintf(key, sizeof key, "compat/%d", q);
-    s = coll__store_get(r->store, key, texts[q], COMPAT_TEXT_MAX - 1, &len,
-                        COMPAT_GET_MS);
-    if (s == COLL_ERR_LENGTH_MISMATCH || s == COLL_ERR_TIMEOUT) {
-      /* Longer than any text this build writes, or none although the rank
-       * joined (its record precedes its join): another build. */
-      snprintf(texts[q], COMPAT_TEXT_MAX, "%s",
-               s == COLL_ERR_TIMEOUT
-                   ? "a libcoll without the compatibility record"
-                   : "a build with a longer compatibility record");
-      len = strlen(texts[q]);
-      s = COLL_OK;
-    }
-    if (s != COLL_OK) goto out;
-    texts[q][len] = '\0';
-  }
-  ngroups = group_ranks(texts, r->world, group);
-  if (ngroups > 1) s = mismatch(r, texts, group, ngroups);
+  for (q = 0; q < su->world && s == COLL_OK; q++)
+    s = read_record(su, q, wait, texts[q]);
+  if (s != COLL_OK) goto out;
+  ngroups = group_ranks(texts, su->world, group);
+  if (ngroups > 1) s = mismatch(su, texts, group, ngroups);
 out:
   free(texts);
   free(group);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdv_int.h: the rendezvous's state, shared by rendezvous.c (join, verdict,
  * finish), rdv_compat.c (the compatibility check) and rdv_outcome.c (the
- * all-or-nothing end of the setup). One thread per rendezvous. */
+ * all-or-nothing end of the setup), whose checks coll_comm_init_store
+ * shares (setup_check.h). One thread per rendezvous. */
 #ifndef COLL_BOOTSTRAP_RDV_INT_H
 #define COLL_BOOTSTRAP_RDV_INT_H
 
 #include "bootstrap/rendezvous/rendezvous.h"
+#include "bootstrap/rendezvous/setup_check.h"
 
 /* A rank that waits for another rank's word allows it this much longer
  * than its own timeout, so the rank whose deadline falls a little later
@@ -22,17 +24,16 @@ struct coll_rdv {
   int64_t deadline_ms;
   int64_t timeout_ms; /* for messages */
   char where[COLL_ADDR_TEXT_MAX + 48];
+  char at[COLL_ADDR_TEXT_MAX + 64]; /* "rendezvous at <where>" */
+  coll_store_ops_t ops;             /* store, as setup_check.h wants it */
 };
 
 /* Keys "<prefix>/0" .. "<prefix>/<world-1>" in one allocation (free() it);
  * NULL when out of memory. */
 const char **coll__rdv_rank_keys(const char *prefix, int world);
 
-/* rdv_compat.c: rank 0, once every rank joined: COLL_OK when every rank
- * published the same compatibility text as rank 0, else COLL_ERR_PROTOCOL
- * naming the ranks and what each runs. */
-coll_status_t coll__rdv_compat_check(coll_rdv_t *r);
-/* This rank's text, published as "compat/<rank>" before it joins. */
-void coll__rdv_compat_text(int rank, char *out, size_t cap);
+/* The shared setup checks (setup_check.h) over this rendezvous's store:
+ * keys without a prefix, the store's failures named as rank 0's. */
+void coll__rdv_setup(coll_rdv_t *r, coll_setup_t *out);
 
 #endif

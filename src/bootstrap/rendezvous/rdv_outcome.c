@@ -6,19 +6,26 @@
  * every outcome is "ok", else the status of the lowest failing rank and one
  * text naming every failing rank and why. A rank that never reports (it
  * died, or hangs) is named by the others when the timeout and
- * COLL_RDV_GRACE_MS have passed. Rank 0 keeps the store up until every
- * rank has read the outcomes ("done/<r>"), or COLL_RDV_GRACE_MS more.
+ * COLL_RDV_GRACE_MS have passed. A rank whose setup was aborted (the
+ * config's abort handle) reports so and returns at once, without waiting
+ * for the others. The same code serves libcoll's own store
+ * (coll__rdv_conclude, below) and a caller's (coll_comm_init_store): it
+ * needs only set and get.
  *
- * The limits: the store lives in rank 0, so if rank 0 dies first the
- * others fail with the store's error, each with its own text; and a rank
- * that dies after it read "all ok" but before returning cannot be helped:
- * the others have returned COLL_OK and learn of it at their first
- * collective (COLL_ERR_PEER_LOST naming it). */
+ * In the rendezvous, rank 0 also keeps the store up until every rank has
+ * read the outcomes ("done/<r>"), or COLL_RDV_GRACE_MS more. The limits:
+ * the store lives in rank 0, so if rank 0 dies first the others fail with
+ * the store's error, each with its own text; and a rank that dies after it
+ * read "all ok" but before returning cannot be helped: the others have
+ * returned COLL_OK and learn of it at their first collective
+ * (COLL_ERR_PEER_LOST naming it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rdv_int.h"
+#include "bootstrap/rendezvous/setup_check.h"
 #include "bootstrap/store/store_ext.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -28,19 +35,18 @@
 
 /* The wait for everyone's word: our own deadline and a grace, so a rank
  * whose mesh failed exactly at the shared deadline still gets heard. */
-static int64_t hear_ms(const coll_rdv_t *r) {
-  int64_t left = coll__remaining_ms(r->deadline_ms);
-  return left < 0 ? -1 : left + COLL_RDV_GRACE_MS;
+static int64_t hear_deadline(const coll_setup_t *su) {
+  return su->deadline_ms < 0 ? -1 : su->deadline_ms + COLL_RDV_GRACE_MS;
 }
 
-static coll_status_t publish(coll_rdv_t *r, coll_status_t mine) {
-  char v[OUTCOME_MAX], key[COLL_RDV_KEY_MAX];
-  snprintf(key, sizeof key, "outcome/%d", r->rank);
+static coll_status_t publish(const coll_setup_t *su, coll_status_t mine) {
+  char v[OUTCOME_MAX], key[COLL_KV_KEY_MAX];
+  snprintf(key, sizeof key, "%soutcome/%d", su->prefix, su->rank);
   if (mine == COLL_OK)
     snprintf(v, sizeof v, "ok");
   else
     snprintf(v, sizeof v, "%d %s", (int)mine, coll_last_error());
-  return coll__store_set(r->store, key, v, strlen(v));
+  return coll__kv_set(su->ops, key, v, strlen(v));
 }
 
 /* Appends "; rank 3: why" to msg. */
@@ -51,13 +57,41 @@ static void add_part(char *msg, size_t cap, size_t *used, int rank,
       (size_t)snprintf(msg + *used, cap - *used, "; rank %d: %s", rank, why);
 }
 
+/* Every rank's outcome into out[q] (OUTCOME_MAX bytes each), waiting until
+ * the hearing deadline; a rank still silent then gets "" and goes to
+ * silent[0..*nsilent). Once the deadline passed the rest are asked without
+ * waiting, so the silent ranks are all found in one pass. */
+static coll_status_t hear(const coll_setup_t *su, char (*out)[OUTCOME_MAX],
+                          int *silent, int *nsilent) {
+  char key[COLL_KV_KEY_MAX];
+  int64_t until = hear_deadline(su);
+  coll_status_t s;
+  int q;
+  *nsilent = 0;
+  for (q = 0; q < su->world; q++) {
+    size_t len = 0;
+    snprintf(key, sizeof key, "%soutcome/%d", su->prefix, q);
+    s = coll__kv_get(su->ops, key, out[q], OUTCOME_MAX - 1, &len,
+                     coll__remaining_ms(until));
+    if (s == COLL_ERR_TIMEOUT) {
+      out[q][0] = '\0';
+      silent[(*nsilent)++] = q;
+      continue;
+    }
+    if (s != COLL_OK) return s;
+    out[q][len < OUTCOME_MAX - 1 ? len : OUTCOME_MAX - 1] = '\0';
+  }
+  coll__err_clear();
+  return COLL_OK;
+}
+
 /* Every outcome (or the list of silent ranks) into one verdict. The silent
  * ranks come first in the text: a rank that died is the likely cause of
  * the others' failures (their meshes miss it). */
-static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
-  char v[OUTCOME_MAX], key[COLL_RDV_KEY_MAX], names[300];
-  char parts[COLL_ERRMSG_MAX];
-  int *failed = malloc((size_t)r->world * sizeof *failed), nfailed = 0, q, k;
+static coll_status_t agree(const coll_setup_t *su, char (*v)[OUTCOME_MAX],
+                           const int *silent, int nsilent) {
+  char names[300], parts[COLL_ERRMSG_MAX];
+  int *failed = malloc((size_t)su->world * sizeof *failed), nfailed = 0, q, k;
   coll_status_t worst = COLL_OK, s = COLL_OK;
   size_t used = 0;
   if (failed == NULL)
@@ -66,8 +100,7 @@ static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
   for (k = 0; k < nsilent; k++)
     add_part(parts, sizeof parts, &used, silent[k],
              "it did not report its setup outcome (it died or hangs)");
-  for (q = 0, k = 0; q < r->world; q++) {
-    size_t len = 0;
+  for (q = 0, k = 0; q < su->world; q++) {
     int code = 0, off = 0;
     if (k < nsilent && silent[k] == q) {
       k++;
@@ -75,28 +108,60 @@ static coll_status_t agree(coll_rdv_t *r, const int *silent, int nsilent) {
       if (worst == COLL_OK) worst = COLL_ERR_TIMEOUT;
       continue;
     }
-    snprintf(key, sizeof key, "outcome/%d", q);
-    s = coll__store_get(r->store, key, v, sizeof v - 1, &len, 0);
-    if (s != COLL_OK) goto out;
-    v[len] = '\0';
-    if (strcmp(v, "ok") == 0) continue;
+    if (strcmp(v[q], "ok") == 0) continue;
     failed[nfailed++] = q;
-    if (sscanf(v, "%d %n", &code, &off) < 1 || code <= 0) {
+    if (sscanf(v[q], "%d %n", &code, &off) < 1 || code <= 0) {
       code = COLL_ERR_PROTOCOL;
       off = 0;
     }
     if (worst == COLL_OK) worst = (coll_status_t)code;
-    add_part(parts, sizeof parts, &used, q, v + off);
+    add_part(parts, sizeof parts, &used, q, v[q] + off);
   }
   if (nfailed == 0) goto out;
   coll__format_ranks(names, sizeof names, failed, nfailed);
   /* The names first, so truncation only ever cuts the reasons. */
   s = coll__err(worst, "setup failed on %d of %d ranks (rank%s %s)%s", nfailed,
-                r->world, nfailed > 1 ? "s" : "", names, parts);
+                su->world, nfailed > 1 ? "s" : "", names, parts);
 out:
   free(failed);
   return s;
 }
+
+coll_status_t coll__setup_outcome(const coll_setup_t *su, coll_status_t mine,
+                                  int *agreed) {
+  char(*v)[OUTCOME_MAX] = calloc((size_t)su->world, sizeof *v);
+  int *silent = malloc((size_t)su->world * sizeof *silent), nsilent = 0;
+  coll_status_t s;
+  if (agreed != NULL) *agreed = 0;
+  if (v == NULL || silent == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
+    goto out;
+  }
+  if (coll__rdv_test_hooks.phase != NULL)
+    coll__rdv_test_hooks.phase(su->rank, "meshed");
+  COLL_CHECK_GOTO(publish(su, mine), s, lost);
+  if (mine == COLL_ERR_ABORTED) {
+    /* The caller ended the setup through its abort handle: it asked not
+     * to wait any longer. The others learn why from the outcome. */
+    s = mine;
+    if (agreed != NULL) *agreed = 1;
+    goto out;
+  }
+  COLL_CHECK_GOTO(hear(su, v, silent, &nsilent), s, lost);
+  s = agree(su, v, silent, nsilent);
+  if (agreed != NULL) *agreed = 1;
+  if (s == COLL_OK)
+    COLL_INFO(COLL_LOG_BOOT, "setup: all %d ranks report success", su->world);
+  goto out;
+lost:
+  coll__err_prefix(su->lost);
+out:
+  free(v);
+  free(silent);
+  return s;
+}
+
+/* ---- the rendezvous's end: libcoll's own store on rank 0 ---------------- */
 
 /* Rank 0: keeps the store up until every rank read the outcomes. */
 static void linger(coll_rdv_t *r) {
@@ -107,41 +172,20 @@ static void linger(coll_rdv_t *r) {
 }
 
 coll_status_t coll__rdv_conclude(coll_rdv_t *r, coll_status_t mine) {
-  const char **keys = coll__rdv_rank_keys("outcome", r->world);
-  int *silent = malloc((size_t)r->world * sizeof *silent), nsilent = 0;
-  char key[COLL_RDV_KEY_MAX];
+  char key[COLL_RDV_KEY_MAX], why[COLL_ERRMSG_MAX];
+  coll_setup_t su;
   coll_status_t s;
-  if (keys == NULL || silent == NULL) {
-    s = coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
-    goto out;
-  }
-  if (coll__rdv_test_hooks.phase != NULL)
-    coll__rdv_test_hooks.phase(r->rank, "meshed");
-  COLL_CHECK_GOTO(publish(r, mine), s, lost);
-  s = coll__store_wait(r->store, keys, r->world, hear_ms(r));
-  if (s == COLL_ERR_TIMEOUT)
-    s = coll__store_missing(r->store, keys, r->world, silent, &nsilent);
-  if (s != COLL_OK) goto lost;
-  s = agree(r, silent, nsilent);
-  if (s == COLL_OK)
-    COLL_INFO(COLL_LOG_BOOT, "setup: all %d ranks report success", r->world);
+  int agreed = 0;
+  coll__rdv_setup(r, &su);
+  s = coll__setup_outcome(&su, mine, &agreed);
+  if (!agreed) goto out; /* the store is gone: nobody to tell */
   /* From here the verdict stands, whatever happens to the store. */
   snprintf(key, sizeof key, "done/%d", r->rank);
-  {
-    char why[COLL_ERRMSG_MAX];
-    coll__err_save(why);
-    (void)coll__store_set(r->store, key, "1", 1);
-    if (r->rank == 0) linger(r);
-    coll__err_restore(why);
-  }
-  goto out;
-lost:
-  coll__err_prefix(
-      "setup: lost the rendezvous store on rank 0 while the "
-      "ranks agreed on the outcome");
+  coll__err_save(why);
+  (void)coll__store_set(r->store, key, "1", 1);
+  if (r->rank == 0) linger(r);
+  coll__err_restore(why);
 out:
-  free(keys);
-  free(silent);
   coll__rdv_abandon(r);
   return s;
 }

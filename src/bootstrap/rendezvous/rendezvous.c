@@ -84,6 +84,19 @@ out:
   return s;
 }
 
+void coll__rdv_setup(coll_rdv_t *r, coll_setup_t *out) {
+  coll__store_client_ops(r->store, &r->ops);
+  *out = (coll_setup_t){&r->ops,
+                        "",
+                        r->rank,
+                        r->world,
+                        r->deadline_ms,
+                        r->timeout_ms,
+                        r->at,
+                        "setup: lost the rendezvous store on rank 0 while the "
+                        "ranks agreed on the outcome"};
+}
+
 /* After a FAIL verdict, keeps the store up (RDV_LINGER_MS at most) until
  * every rank that did join has read it. */
 static void linger(coll_rdv_t *r, const char *const *joined) {
@@ -114,7 +127,11 @@ static coll_status_t judge(coll_rdv_t *r) {
     return coll__err(COLL_ERR_NO_MEMORY, "rendezvous: no memory");
   s = coll__store_wait(r->store, keys, r->world,
                        coll__remaining_ms(r->deadline_ms));
-  if (s == COLL_OK) s = coll__rdv_compat_check(r);
+  if (s == COLL_OK) {
+    coll_setup_t su;
+    coll__rdv_setup(r, &su);
+    s = coll__setup_compat_check(&su, 0);
+  }
   if (s == COLL_OK) {
     free(keys);
     return coll__store_set(r->store, "verdict", "ok", 2);
@@ -160,13 +177,13 @@ static coll_status_t hear_verdict(coll_rdv_t *r) {
 }
 
 static coll_status_t join(coll_rdv_t *r) {
-  char key[RDV_KEY_MAX], compat[256];
+  char key[RDV_KEY_MAX];
   int64_t n = 0;
+  coll_setup_t su;
   coll_status_t s;
   /* Before joining, so rank 0 finds it once everyone joined. */
-  snprintf(key, sizeof key, "compat/%d", r->rank);
-  coll__rdv_compat_text(r->rank, compat, sizeof compat);
-  COLL_CHECK(coll__store_set(r->store, key, compat, strlen(compat)));
+  coll__rdv_setup(r, &su);
+  COLL_CHECK(coll__setup_compat_publish(&su));
   snprintf(key, sizeof key, "joined/%d", r->rank);
   COLL_CHECK(coll__store_add(r->store, key, 1, &n));
   if (n != 1)
@@ -218,6 +235,7 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
   snprintf(r->where, sizeof r->where,
            strchr(cfg->master_ip, ':') ? "[%s]:%d" : "%s:%d", cfg->master_ip,
            cfg->master_port);
+  snprintf(r->at, sizeof r->at, "rendezvous at %s", r->where);
   if (r->rank == 0) COLL_CHECK_GOTO(serve(r, cfg), s, fail);
   COLL_CHECK_GOTO(connect_store(r, cfg), s, fail);
   if (cfg->host_info != NULL) {

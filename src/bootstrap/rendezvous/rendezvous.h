@@ -91,7 +91,9 @@ void coll__rdv_abandon(coll_rdv_t *r);
 struct coll_tcp_rdv;
 void coll__rdv_tcp_adapter(coll_rdv_t *r, struct coll_tcp_rdv *out);
 
-/* Test hooks, read by the rendezvous; tests set them before any rank
+/* Test hooks, read by the rendezvous and by coll_comm_init_store's setup
+ * (the claim by the compatibility check, publish_* by both address
+ * publishers, phase by the outcome round); tests set them before any rank
  * starts. Not exported from libcoll.so (tests link the internal library),
  * so a program cannot turn them on. Off: ranks -1, phase NULL. */
 typedef struct coll_rdv_test_hooks {

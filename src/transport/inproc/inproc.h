@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "coll.h"
+#include "core/origin.h"
 
 /* Ranks of one process are threads; more than this is a caller's mistake. */
 #define INPROC_MAX_WORLD 4096
@@ -50,8 +51,8 @@ struct inproc_req {
   size_t got;       /* receive: bytes that arrived (sent length if longer) */
   atomic_int state; /* INPROC_FREE..INPROC_DONE; DONE stored with release */
   coll_status_t status;
-  int why;     /* the lost endpoint's INPROC_ABORTED / _DESTROYED */
-  int waiting; /* the owner sleeps on cv */
+  const inproc_ep_t *lost_by; /* the closed endpoint that failed it */
+  int waiting;                /* the owner sleeps on cv */
   uv_cond_t cv;
 };
 
@@ -73,6 +74,11 @@ struct inproc_ep {
   int close_state;          /* 0 open, 1 closing, 2 closed */
   atomic_int lost;          /* INPROC_OPEN until the endpoint closes */
   atomic_int closed;        /* 1 once a close finished: lists empty for good */
+  coll_origin_t origin;     /* why it closed: written before `lost` is set */
+  /* The first origin this endpoint saw in a peer's close (claimed once,
+   * written, then published with seen_set), which its own close forwards. */
+  atomic_int seen_claimed, seen_set;
+  coll_origin_t seen;
   /* Request objects. The contract allows one calling thread at a time,
    * but a comm may post point-to-point messages from its caller's thread
    * while its worker runs a collective: a lock of their own, uncontended
@@ -103,19 +109,31 @@ coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
 void coll__inproc_abort(void *ctx);
 void coll__inproc_destroy(void *ctx);
 
-/* Marks `ep` lost for `why`, fails every request that involves it and
- * waits for the copies in flight that touch its buffers. Idempotent: a
- * later call returns once the first one finished. Any thread. */
-void coll__inproc_close(inproc_ep_t *ep, int why);
+/* Marks `ep` lost for `why` (INPROC_ABORTED / _DESTROYED), a failure that
+ * started at o (or at the origin ep saw first), fails every request that
+ * involves it and waits for the copies in flight that touch its buffers.
+ * Idempotent: a later call returns once the first one finished. Any
+ * thread. */
+void coll__inproc_close(inproc_ep_t *ep, int why, const coll_origin_t *o);
+/* The failure hook of libcoll's transports (transport.h): closes ep as
+ * aborted, for the origin it saw first, else o. Any thread. */
+void coll__inproc_fail(void *ctx, const coll_origin_t *o);
+int coll__inproc_origin(void *ctx, coll_origin_t *o);
+/* Notes o as the origin `ep` saw in a peer's close (the first one sticks).
+ * Any thread. */
+void coll__inproc_note_origin(inproc_ep_t *ep, const coll_origin_t *o);
 
-/* Records the text of a failed send/receive between `rank` and `peer` for
- * status s (ABORTED: this endpoint closed for `why`; PEER_LOST: the peer
- * did) and returns s. */
-coll_status_t coll__inproc_fail_text(coll_status_t s, int rank, int is_send,
-                                     int peer, uint32_t tag, int why);
+/* Records the text of self's failed send/receive with `peer`, ended by
+ * the close of x (self: ABORTED; a peer: the status of x's origin), and
+ * returns its status. */
+coll_status_t coll__inproc_fail_text(const inproc_ep_t *self, int is_send,
+                                     int peer, uint32_t tag,
+                                     const inproc_ep_t *x);
 
-/* Sets a request's final status and wakes its owner. Home lock held. */
-void coll__inproc_complete(inproc_req_t *r, coll_status_t s, int why);
+/* Sets a request's final status and wakes its owner; lost_by: the closed
+ * endpoint that ends it, or NULL. Home lock held. */
+void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
+                           const inproc_ep_t *lost_by);
 
 /* A request from the owner's free list (NULL when out of memory) / back to
  * it. Any thread calling into the endpoint. */
@@ -169,6 +187,12 @@ static inline void inproc_idle_wait(inproc_ep_t *ep) {
 
 static inline const char *inproc_why_text(int why) {
   return why == INPROC_DESTROYED ? "destroyed" : "aborted";
+}
+
+/* The status a peer's request ends with when x closed. */
+/* Never TIMEOUT: a request it ends is over (coll__origin_req_status). */
+static inline coll_status_t inproc_peer_status(const inproc_ep_t *x) {
+  return coll__origin_req_status(&x->origin);
 }
 
 #endif

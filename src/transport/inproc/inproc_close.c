@@ -21,30 +21,53 @@ static int has_busy(const inproc_ep_t *at, const inproc_ep_t *x,
   return 0;
 }
 
-static void fail_list(inproc_ep_t *at, inproc_ep_t *x, inproc_list_t *l,
-                      int why) {
+static void fail_list(inproc_ep_t *at, inproc_ep_t *x, inproc_list_t *l) {
   inproc_req_t *r = l->head, *next;
   for (; r != NULL; r = next) {
     next = r->next;
     if (!involves(at, x, r)) continue;
     inproc_list_remove(l, r);
-    /* x's own requests are cancelled; its peers' ones lost their peer. */
+    /* x's own requests are cancelled; its peers' ones end with the status
+     * of x's origin, which their owners now forward. */
+    if (r->owner != x) coll__inproc_note_origin(r->owner, &x->origin);
     coll__inproc_complete(
-        r, r->owner == x ? COLL_ERR_ABORTED : COLL_ERR_PEER_LOST, why);
+        r, r->owner == x ? COLL_ERR_ABORTED : inproc_peer_status(x), x);
   }
 }
 
 /* Fails what in `at`'s lists involves x, after the copies in flight that do
  * finished. No new match involving x starts once x->lost is set, so the
  * wait ends. at->mu held. */
-static void sweep(inproc_ep_t *at, inproc_ep_t *x, int why) {
+static void sweep(inproc_ep_t *at, inproc_ep_t *x) {
   while (has_busy(at, x, &at->posted) || has_busy(at, x, &at->unexpected))
     inproc_idle_wait(at);
-  fail_list(at, x, &at->posted, why);
-  fail_list(at, x, &at->unexpected, why);
+  fail_list(at, x, &at->posted);
+  fail_list(at, x, &at->unexpected);
 }
 
-void coll__inproc_close(inproc_ep_t *x, int why) {
+void coll__inproc_note_origin(inproc_ep_t *ep, const coll_origin_t *o) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&ep->seen_claimed, &expected, 1)) return;
+  ep->seen = *o;
+  atomic_store_explicit(&ep->seen_set, 1, memory_order_release);
+}
+
+void coll__inproc_fail(void *ctx, const coll_origin_t *o) {
+  coll__inproc_close(ctx, INPROC_ABORTED, o);
+}
+
+int coll__inproc_origin(void *ctx, coll_origin_t *o) {
+  inproc_ep_t *ep = ctx;
+  if (atomic_load(&ep->lost) != INPROC_OPEN) {
+    *o = ep->origin;
+    return 1;
+  }
+  if (!atomic_load_explicit(&ep->seen_set, memory_order_acquire)) return 0;
+  *o = ep->seen;
+  return 1;
+}
+
+void coll__inproc_close(inproc_ep_t *x, int why, const coll_origin_t *o) {
   inproc_world_t *w = x->w;
   int i;
   uv_mutex_lock(&x->mu);
@@ -55,8 +78,11 @@ void coll__inproc_close(inproc_ep_t *x, int why) {
     return;
   }
   x->close_state = 1;
+  /* A failure this endpoint saw elsewhere first is what its peers hear. */
+  x->origin =
+      atomic_load_explicit(&x->seen_set, memory_order_acquire) ? x->seen : *o;
   atomic_store(&x->lost, why);
-  sweep(x, x, why);
+  sweep(x, x);
   uv_mutex_unlock(&x->mu);
   /* One endpoint lock at a time: matching never holds two either. */
   for (i = 0; i < w->size; i++) {
@@ -65,7 +91,7 @@ void coll__inproc_close(inproc_ep_t *x, int why) {
     if (at == x || atomic_load_explicit(&at->closed, memory_order_acquire))
       continue;
     uv_mutex_lock(&at->mu);
-    sweep(at, x, why);
+    sweep(at, x);
     uv_mutex_unlock(&at->mu);
   }
   uv_mutex_lock(&x->mu);

@@ -21,9 +21,10 @@ static inproc_req_t *list_find(const inproc_list_t *l, int src, uint32_t tag) {
   return NULL;
 }
 
-void coll__inproc_complete(inproc_req_t *r, coll_status_t s, int why) {
+void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
+                           const inproc_ep_t *lost_by) {
   r->status = s;
-  r->why = why;
+  r->lost_by = lost_by;
   /* Signal before publishing DONE: once a waiter can see DONE without the
    * lock, it may reuse the request, so DONE is our last touch. */
   if (r->waiting) uv_cond_signal(&r->cv);
@@ -58,9 +59,8 @@ static void transfer(inproc_ep_t *home, inproc_req_t *m, inproc_req_t *r,
   inproc_list_remove(list, queued);
   r->got = n;
   coll__inproc_complete(
-      r, final_status(r, fits ? COLL_OK : COLL_ERR_LENGTH_MISMATCH),
-      INPROC_OPEN);
-  coll__inproc_complete(m, final_status(m, COLL_OK), INPROC_OPEN);
+      r, final_status(r, fits ? COLL_OK : COLL_ERR_LENGTH_MISMATCH), NULL);
+  coll__inproc_complete(m, final_status(m, COLL_OK), NULL);
   if (home->idle_waiters > 0) uv_cond_broadcast(&home->idle_cv);
   uv_mutex_unlock(&home->mu);
 }
@@ -87,17 +87,14 @@ static coll_status_t check_args(const inproc_ep_t *ep, const char *what,
 
 /* Refuses a post once either side closed. The home lock is held, so a
  * close that starts later will find the request in its sweep. */
-static coll_status_t check_open(const inproc_ep_t *self,
-                                const inproc_ep_t *peer, int is_send,
-                                uint32_t tag) {
-  int lost = atomic_load(&self->lost);
-  if (lost != INPROC_OPEN)
-    return coll__inproc_fail_text(COLL_ERR_ABORTED, self->rank, is_send,
-                                  peer->rank, tag, lost);
-  lost = atomic_load(&peer->lost);
-  if (lost != INPROC_OPEN)
-    return coll__inproc_fail_text(COLL_ERR_PEER_LOST, self->rank, is_send,
-                                  peer->rank, tag, lost);
+static coll_status_t check_open(inproc_ep_t *self, const inproc_ep_t *peer,
+                                int is_send, uint32_t tag) {
+  if (atomic_load(&self->lost) != INPROC_OPEN)
+    return coll__inproc_fail_text(self, is_send, peer->rank, tag, self);
+  if (atomic_load(&peer->lost) != INPROC_OPEN) {
+    coll__inproc_note_origin(self, &peer->origin);
+    return coll__inproc_fail_text(self, is_send, peer->rank, tag, peer);
+  }
   return COLL_OK;
 }
 
@@ -111,7 +108,7 @@ static void req_init(inproc_req_t *r, inproc_ep_t *home, int is_send, int peer,
   r->len = len;
   r->got = 0;
   r->status = COLL_OK;
-  r->why = INPROC_OPEN;
+  r->lost_by = NULL;
   r->waiting = 0;
   atomic_store_explicit(&r->state, INPROC_QUEUED, memory_order_relaxed);
 }

@@ -6,19 +6,21 @@
 #include "core/error.h"
 #include "transport/inproc/inproc.h"
 
-coll_status_t coll__inproc_fail_text(coll_status_t s, int rank, int is_send,
-                                     int peer, uint32_t tag, int why) {
+coll_status_t coll__inproc_fail_text(const inproc_ep_t *self, int is_send,
+                                     int peer, uint32_t tag,
+                                     const inproc_ep_t *x) {
   const char *what = is_send ? "send to" : "receive from";
-  if (s == COLL_ERR_PEER_LOST)
-    return coll__err(s,
-                     "inproc rank %d: %s rank %d (tag %#x) failed: rank %d "
-                     "lost (its endpoint was %s)",
-                     rank, what, peer, (unsigned)tag, peer,
-                     inproc_why_text(why));
-  return coll__err(s,
-                   "inproc rank %d: %s rank %d (tag %#x) failed: this "
-                   "endpoint was %s",
-                   rank, what, peer, (unsigned)tag, inproc_why_text(why));
+  char seen[160];
+  if (x == self && x->origin.rank == self->rank)
+    return coll__err(COLL_ERR_ABORTED,
+                     "inproc rank %d: %s rank %d (tag %#x) failed: this "
+                     "endpoint was %s",
+                     self->rank, what, peer, (unsigned)tag,
+                     inproc_why_text(atomic_load(&self->lost)));
+  coll__origin_text(&x->origin, self->rank, seen, sizeof seen);
+  return coll__err(x == self ? COLL_ERR_ABORTED : inproc_peer_status(x),
+                   "inproc rank %d: %s rank %d (tag %#x) failed: %s",
+                   self->rank, what, peer, (unsigned)tag, seen);
 }
 
 /* Polls r for a short while before sleeping: when the peer thread runs on
@@ -98,7 +100,9 @@ coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
               "longer than the %zu-byte receive buffer",
               self->rank, r->peer, (unsigned)r->tag, r->got, r->len);
   else if (s != COLL_OK)
-    coll__inproc_fail_text(s, self->rank, r->is_send, r->peer, r->tag, r->why);
+    /* No closer recorded: this endpoint was aborted while its copy ran. */
+    coll__inproc_fail_text(self, r->is_send, r->peer, r->tag,
+                           r->lost_by != NULL ? r->lost_by : self);
   coll__inproc_req_put(self, r);
   return s;
 }

@@ -162,14 +162,19 @@ fail:
   return s;
 }
 
-void coll__inproc_abort(void *ctx) { coll__inproc_close(ctx, INPROC_ABORTED); }
+void coll__inproc_abort(void *ctx) {
+  inproc_ep_t *ep = ctx;
+  coll_origin_t o = {ep->rank, COLL_CAUSE_ABORTED, 0};
+  coll__inproc_close(ep, INPROC_ABORTED, &o);
+}
 
 void coll__inproc_destroy(void *ctx) {
   inproc_ep_t *ep = ctx;
   inproc_world_t *w = ep->w;
   /* Peers learn that this rank is gone; its own requests were all waited,
    * so after the close nothing refers to its request objects. */
-  coll__inproc_close(ep, INPROC_DESTROYED);
+  coll_origin_t o = {ep->rank, COLL_CAUSE_DESTROYED, 0};
+  coll__inproc_close(ep, INPROC_DESTROYED, &o);
   coll__inproc_req_free_all(ep);
   if (atomic_fetch_sub(&w->live, 1) == 1) world_free(w, w->size);
 }
@@ -192,6 +197,7 @@ coll_status_t coll_inproc_create(int world, coll_transport_t **out) {
                                           world, &out[made]),
                     s, fail);
     coll__t_set_segment_bytes(out[made], INPROC_SEGMENT_BYTES);
+    coll__t_set_fail_hooks(out[made], coll__inproc_fail, coll__inproc_origin);
   }
   COLL_TRACE(COLL_LOG_NET, "inproc: created %d endpoints", world);
   return COLL_OK;

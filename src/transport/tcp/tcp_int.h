@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "coll.h"
+#include "core/origin.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/wire.h"
 
@@ -37,6 +38,9 @@ typedef struct coll_tcp_xopts {
   int64_t hs_timeout_ms; /* per accepted connection's handshake */
   int sock_buf;          /* SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning */
   int64_t spin_ns;       /* wait() retries without sleeping this long */
+  /* A peer silent this long while a request on its connection is pending
+   * is unresponsive (0: no heartbeats; < 0: COLL_HEARTBEAT_TIMEOUT_MS). */
+  int64_t hb_timeout_ms;
 } coll_tcp_xopts_t;
 
 #define COLL_TCP_FRAME_CAP_DEFAULT ((size_t)1 << 30)
@@ -100,10 +104,12 @@ typedef struct tcp_umsg {
 enum { RS_HDR = 0, RS_BODY, RS_CLOSED, RS_DEAD };
 
 /* A failure that sticks to a connection or the whole transport: claimed
- * once, then the text is written, then the status published (release). */
+ * once, then the origin and text are written, then the status published
+ * (release). */
 typedef struct tcp_fail {
   atomic_int claimed;
   atomic_int status; /* coll_status_t, 0 while none */
+  coll_origin_t origin;
   char text[256];
 } tcp_fail_t;
 
@@ -145,12 +151,25 @@ struct tcp_conn {
   size_t cur_total;   /* message bytes announced so far */
   tcp_req_t *cur_req; /* the matched receive, or NULL */
   tcp_umsg_t *cur_umsg;
-  int cur_discard; /* too long for cur_req: drain, then LENGTH_MISMATCH */
+  int cur_discard;   /* too long for cur_req: drain, then LENGTH_MISMATCH */
+  coll_origin_t bye; /* what the peer's goodbye said, once RS_CLOSED */
+  /* How the connection ended without goodbye: the errno, 0 for EOF.
+   * Written by the thread that saw it, before it reports TCP_EV_LOST. */
+  atomic_int lost_err;
 
   /* send side, under smu */
   uv_mutex_t smu;
   tcp_req_t *sq, *sq_tail;
+  /* The farewell: once this side ends the connection, the rest of the
+   * frame being written (copied, so no caller buffer is read after abort
+   * returns) and the goodbye, flushed by whoever gets to the socket next;
+   * then the write side is shut. */
+  atomic_int bye_state; /* TCP_BYE_*; read without the lock by the loop */
+  uint8_t *tail;
+  size_t tail_len, tail_off;
 };
+
+enum { TCP_BYE_NONE = 0, TCP_BYE_FLUSHING, TCP_BYE_SENT };
 
 struct tcp_transport {
   int rank, world;
@@ -179,12 +198,14 @@ struct tcp_transport {
 
   uv_loop_t loop;
   uv_async_t async;
+  uv_timer_t hb_timer; /* heartbeats: sent on idle links, silence judged */
   uv_thread_t thread;
-  int loop_init, async_init, thread_started, req_mu_init;
+  int loop_init, async_init, hb_init, thread_started, req_mu_init;
 };
 
 /* 1 once nothing may move on c any more: the transport was aborted or
- * failed, or this peer failed. Any thread. */
+ * failed, or this peer failed. (A farewell may still be flushing.) Any
+ * thread. */
 static inline int coll__tcp_conn_stopped(const tcp_conn_t *c) {
   return atomic_load(&c->t->aborted) || atomic_load(&c->t->fail.status) != 0 ||
          atomic_load(&c->fail.status) != 0;
@@ -197,6 +218,7 @@ typedef enum tcp_ev {
   TCP_EV_PROTO,   /* malformed frame: this peer fails */
   TCP_EV_NOMEM,   /* no memory for an early message: this peer fails */
   TCP_EV_GOODBYE, /* the peer closed cleanly: its pending work fails */
+  TCP_EV_FAILED,  /* the peer's goodbye names a failure: the transport fails */
   TCP_EV_PAUSE,   /* tcp_rx.c only: a header is held back */
 } tcp_ev_t;
 
@@ -230,8 +252,23 @@ void coll__tcp_rx_free(tcp_conn_t *c); /* destroy: early messages, staging */
 void coll__tcp_tx_prepare(tcp_transport_t *t, tcp_req_t *r);
 tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why);
 void coll__tcp_tx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text);
-/* destroy: writes the goodbye frame within timeout_ms; 0 when written. */
-int coll__tcp_tx_goodbye(tcp_conn_t *c, int64_t timeout_ms);
+/* Queues the farewell naming o (once per connection; later calls do
+ * nothing), copies what is left of a frame begun, and writes what the
+ * socket takes now. Nothing queued is sent after it. */
+void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o);
+/* Writes more of the farewell without blocking; shuts the write side once
+ * all of it went (or the socket failed). Returns 1 when nothing is left. */
+int coll__tcp_tx_flush(tcp_conn_t *c);
+
+/* tcp_bye.c: the last words of destroy. Queues this rank's goodbye
+ * (COLL_CAUSE_DESTROYED) on every connection that has none queued yet. */
+void coll__tcp_bye_queue(tcp_transport_t *t);
+/* After the loop thread stopped: writes what is left of every goodbye and
+ * waits until each peer's kernel took all we sent, until deadline (ms). */
+void coll__tcp_bye_finish(tcp_transport_t *t, int64_t deadline);
+
+/* tcp_heartbeat.c: one tick of the heartbeat timer. Loop thread only. */
+void coll__tcp_heartbeat_tick(tcp_transport_t *t);
 
 /* tcp_loop.c: the loop thread. */
 coll_status_t coll__tcp_loop_start(tcp_transport_t *t);
@@ -248,10 +285,18 @@ coll_status_t coll__tcp_wait(void *ctx, void *req, int64_t timeout_ms,
                              size_t *len);
 void coll__tcp_req_cache_free(tcp_transport_t *t);
 
-/* tcp_fail.c: failure propagation. Call with no connection lock held. */
-void coll__tcp_fail_transport(tcp_transport_t *t, coll_status_t s,
-                              const char *text);
-void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s, const char *text);
+/* tcp_fail.c: failure propagation. Call with no connection lock held.
+ * Fails the whole transport for a failure that started at o (the first
+ * origin wins), says so to every peer, and fails every pending request.
+ * Every call visits every connection, so no caller buffer is touched once
+ * any call returned. */
+void coll__tcp_fail_transport(tcp_transport_t *t, const coll_origin_t *o);
+/* Fails only the work that involves c's peer, for a failure that started
+ * at o with local status s (detail, if not NULL, ends the text); unless
+ * the peer left on its own (DESTROYED), says o to it and shuts the
+ * connection. */
+void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s, const coll_origin_t *o,
+                         const char *detail);
 /* Acts on an event from a progress call (no lock held). */
 void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why);
 /* Counts r as pending on its connection (its direction's lock held). */

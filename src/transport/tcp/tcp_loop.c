@@ -22,7 +22,7 @@ static int caller_owns(const tcp_conn_t *c) {
 static void service(tcp_conn_t *c, int readable, int writable, int force) {
   char why[TCP_WHY_MAX];
   tcp_ev_t ev = TCP_EV_NONE;
-  int want = 0, own = caller_owns(c);
+  int want = 0, own = caller_owns(c), flushing;
   uv_mutex_lock(&c->rmu);
   if (readable || force) ev = coll__tcp_rx_progress(c, force, why);
   if (c->rstate < RS_CLOSED) {
@@ -37,9 +37,14 @@ static void service(tcp_conn_t *c, int readable, int writable, int force) {
   uv_mutex_lock(&c->smu);
   if (writable && c->sq != NULL) ev = coll__tcp_tx_progress(c, why);
   if (c->sq != NULL && own != TCP_REQ_SEND) want |= UV_WRITABLE;
+  /* A farewell the failing thread could not write at once goes out from
+   * here, whoever waits. */
+  flushing = writable ? !coll__tcp_tx_flush(c)
+                      : atomic_load(&c->bye_state) == TCP_BYE_FLUSHING;
   uv_mutex_unlock(&c->smu);
   coll__tcp_handle_ev(c, ev, why);
   if (coll__tcp_conn_stopped(c)) want = 0;
+  if (flushing) want |= UV_WRITABLE;
   if (want == c->poll_events) return;
   c->poll_events = want;
   if (want == 0)
@@ -71,6 +76,7 @@ static void on_async(uv_async_t *a) {
     for (i = 0; i < t->world; i++)
       if (t->conns[i].poll_init)
         uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
+    if (t->hb_init) uv_close((uv_handle_t *)&t->hb_timer, NULL);
     uv_close((uv_handle_t *)&t->async, NULL);
     return;
   }
@@ -81,10 +87,36 @@ static void on_async(uv_async_t *a) {
     own = caller_owns(c);
     rd = atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && own != TCP_REQ_RECV;
     wr = atomic_load(&c->npend[TCP_REQ_SEND]) > 0 && own != TCP_REQ_SEND;
+    if (atomic_load(&c->bye_state) == TCP_BYE_FLUSHING) wr = 1;
     if (rd || wr || (c->poll_events & (UV_READABLE | UV_WRITABLE)) ||
         (c->poll_events != 0 && coll__tcp_conn_stopped(c)))
       service(c, rd, wr, 0);
   }
+}
+
+static void on_heartbeat(uv_timer_t *h) {
+  tcp_transport_t *t = h->data;
+  if (atomic_load(&t->stopping) || atomic_load(&t->fail.status) != 0 ||
+      atomic_load(&t->aborted)) {
+    uv_timer_stop(h);
+    return;
+  }
+  coll__tcp_heartbeat_tick(t);
+}
+
+/* Every twentieth of the heartbeat timeout: a silent peer is found within
+ * the timeout plus 5 %. */
+static int heartbeat_start(tcp_transport_t *t) {
+  uint64_t tick;
+  int rc;
+  if (t->x.hb_timeout_ms <= 0 || t->world < 2) return 0;
+  tick = (uint64_t)t->x.hb_timeout_ms / 20;
+  if (tick == 0) tick = 1;
+  rc = uv_timer_init(&t->loop, &t->hb_timer);
+  if (rc != 0) return rc;
+  t->hb_timer.data = t;
+  t->hb_init = 1;
+  return uv_timer_start(&t->hb_timer, on_heartbeat, tick, tick);
 }
 
 static void loop_main(void *arg) {
@@ -113,6 +145,8 @@ coll_status_t coll__tcp_loop_start(tcp_transport_t *t) {
     rc = uv_poll_start(&c->poll, UV_DISCONNECT, on_poll);
     if (rc != 0) goto fail;
   }
+  rc = heartbeat_start(t);
+  if (rc != 0) goto fail;
   rc = uv_thread_create(&t->thread, loop_main, t);
   if (rc != 0) goto fail;
   t->thread_started = 1;
@@ -138,10 +172,12 @@ void coll__tcp_loop_stop(tcp_transport_t *t) {
     for (i = 0; i < t->world; i++)
       if (t->conns[i].poll_init)
         uv_close((uv_handle_t *)&t->conns[i].poll, NULL);
+    if (t->hb_init) uv_close((uv_handle_t *)&t->hb_timer, NULL);
     if (t->async_init) uv_close((uv_handle_t *)&t->async, NULL);
     uv_run(&t->loop, UV_RUN_DEFAULT);
   }
   if (t->loop_init) uv_loop_close(&t->loop);
   t->loop_init = 0;
   t->async_init = 0;
+  t->hb_init = 0;
 }

@@ -58,15 +58,16 @@ void coll__tcp_req_cache_free(tcp_transport_t *t) {
   t->nreq_free = 0;
 }
 
-/* The failure that refuses new work on c, if any (abort first). */
+/* The failure that refuses new work on c, if any: the transport's own
+ * (an abort is one, claimed just after the flag is set), then c's. */
 static coll_status_t refused(tcp_transport_t *t, tcp_conn_t *c) {
   const char *text = NULL;
   coll_status_t s;
-  if (atomic_load(&t->aborted))
-    return coll_set_last_error(COLL_ERR_ABORTED, "%s", aborted_text);
   if ((s = coll__tcp_fail_get(&t->fail, &text)) != COLL_OK ||
       (c != NULL && (s = coll__tcp_fail_get(&c->fail, &text)) != COLL_OK))
     return coll_set_last_error(s, "%s", text);
+  if (atomic_load(&t->aborted))
+    return coll_set_last_error(COLL_ERR_ABORTED, "%s", aborted_text);
   return COLL_OK;
 }
 

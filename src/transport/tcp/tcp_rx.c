@@ -273,6 +273,53 @@ static int hold_back(const tcp_conn_t *c, const coll_tcp_frame_t *f) {
   return c->unexp_bytes + f->len > UNEXP_CAP;
 }
 
+/* The peer's last frame: a bye payload (staged behind the header, see
+ * staged_need) that names where its failure started. It may come between
+ * two frames of a message (a rank that fails stops mid-message): that
+ * message fails with the rest of the peer's work. */
+static tcp_ev_t on_goodbye(tcp_conn_t *c, const coll_tcp_frame_t *f,
+                           char *why) {
+  uint32_t origin, detail;
+  uint16_t cause;
+  if (f->len != COLL_TCP_BYE_BYTES) {
+    snprintf(why, TCP_WHY_MAX,
+             "rank %d sent a goodbye of %llu bytes, not %d (out of order?)",
+             c->peer, (unsigned long long)f->len, COLL_TCP_BYE_BYTES);
+    return TCP_EV_PROTO;
+  }
+  if (!coll__tcp_bye_decode(c->rbuf + c->rpos, &origin, &cause, &detail) ||
+      origin >= (uint32_t)c->t->world) {
+    snprintf(why, TCP_WHY_MAX, "rank %d sent a malformed goodbye", c->peer);
+    return TCP_EV_PROTO;
+  }
+  c->bye.rank = (int)origin;
+  c->bye.cause = cause;
+  c->bye.detail = detail;
+  if (!coll__origin_valid(&c->bye, c->t->world)) {
+    snprintf(why, TCP_WHY_MAX,
+             "rank %d sent a goodbye with unknown cause %u (detail %u)",
+             c->peer, cause, detail);
+    return TCP_EV_PROTO;
+  }
+  c->rpos += COLL_TCP_BYE_BYTES;
+  c->rstate = RS_CLOSED;
+  snprintf(why, TCP_WHY_MAX, "rank %d said goodbye", c->peer);
+  if (c->bye.cause == COLL_CAUSE_DESTROYED && c->bye.rank == c->peer)
+    return TCP_EV_GOODBYE;
+  return TCP_EV_FAILED;
+}
+
+/* Bytes the header at rpos needs staged before it is judged: a goodbye
+ * brings its payload along. */
+static size_t staged_need(const tcp_conn_t *c) {
+  const uint8_t *h = c->rbuf + c->rpos;
+  if (c->rend - c->rpos < COLL_TCP_FRAME_BYTES) return COLL_TCP_FRAME_BYTES;
+  if (h[6] == COLL_TCP_K_GOODBYE &&
+      coll__get_le64(h + 16) == COLL_TCP_BYE_BYTES)
+    return COLL_TCP_FRAME_BYTES + COLL_TCP_BYE_BYTES;
+  return COLL_TCP_FRAME_BYTES;
+}
+
 /* Judges a header before anything is allocated or written for it; a header
  * held back stays staged (TCP_EV_PAUSE) and is judged again later. */
 static tcp_ev_t on_header(tcp_conn_t *c, int force, char *why) {
@@ -298,9 +345,10 @@ static tcp_ev_t on_header(tcp_conn_t *c, int force, char *why) {
     snprintf(why, TCP_WHY_MAX,
              "rank %d sent a frame of %llu bytes, over the cap of %zu", c->peer,
              (unsigned long long)f.len, c->t->x.frame_cap);
-  } else if (f.kind == COLL_TCP_K_GOODBYE && !c->in_msg && f.len == 0) {
-    c->rstate = RS_CLOSED;
-    return TCP_EV_GOODBYE;
+  } else if (f.kind == COLL_TCP_K_GOODBYE) {
+    return on_goodbye(c, &f, why);
+  } else if (f.kind == COLL_TCP_K_HEARTBEAT && f.len == 0) {
+    return TCP_EV_NONE; /* its arrival is all it says (tcp_heartbeat.c) */
   } else if (f.kind == COLL_TCP_K_DATA && !c->in_msg) {
     return start_message(c, &f, why);
   } else if (f.kind == COLL_TCP_K_CONT && c->in_msg && f.tag == c->cur_tag) {
@@ -369,13 +417,14 @@ static tcp_ev_t lost(tcp_conn_t *c, ssize_t n, char *why) {
              c->rstate == RS_BODY || c->rpos < c->rend ? " in mid-frame" : "");
   else
     snprintf(why, TCP_WHY_MAX, "rank %d lost: %s", c->peer, strerror((int)-n));
+  atomic_store(&c->lost_err, (int)-n);
   c->rstate = RS_DEAD;
   return TCP_EV_LOST;
 }
 
 tcp_ev_t coll__tcp_rx_staged(tcp_conn_t *c, int force, char *why) {
   for (;;) {
-    if (c->rstate == RS_HDR && c->rend - c->rpos >= COLL_TCP_FRAME_BYTES) {
+    if (c->rstate == RS_HDR && c->rend - c->rpos >= staged_need(c)) {
       tcp_ev_t ev = on_header(c, force, why);
       if (ev == TCP_EV_PAUSE) {
         c->rpaused = 1;

@@ -15,61 +15,71 @@
 #include "transport/tcp/tcp_int.h"
 #include "transport/transport.h"
 
-/* How long destroy tries to hand each goodbye to the kernel, in total. */
+/* How long destroy tries to get its goodbyes to the peers, in total. */
 #define GOODBYE_BUDGET_MS 1000
 /* Over sockets a 1 MiB pipeline segment amortises the framing, the
  * syscalls and the hand-off to the loop thread (measured). */
 #define TCP_SEGMENT_BYTES (1u << 20)
-
-static const char *const aborted_text = "tcp: transport aborted";
 
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->frame_cap = COLL_TCP_FRAME_CAP_DEFAULT;
   x->hs_timeout_ms = COLL_TCP_HS_TIMEOUT_DEFAULT;
   x->sock_buf = COLL_TCP_SOCK_BUF_DEFAULT;
   x->spin_ns = COLL_TCP_SPIN_NS_DEFAULT;
+  x->hb_timeout_ms = -1;
 }
 
-/* Fails everything with ABORTED and shuts the sockets (peers see the
- * connection lost). Every call visits every connection, so whichever call
- * returns, no caller buffer is touched afterwards. Any thread. */
+/* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment;
+ * a value that is not a number of milliseconds >= 0 is refused. */
+static coll_status_t heartbeat_from_env(coll_tcp_xopts_t *x) {
+  int64_t v = COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS;
+  if (x->hb_timeout_ms >= 0) return COLL_OK;
+  if (coll__env_parse_int(COLL_ENV_HEARTBEAT_TIMEOUT_MS, &v) < 0 || v < 0)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "COLL_HEARTBEAT_TIMEOUT_MS='%s' is not a number of "
+                     "milliseconds >= 0 (0: no heartbeats; unset: %d)",
+                     coll__env(COLL_ENV_HEARTBEAT_TIMEOUT_MS),
+                     COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS);
+  x->hb_timeout_ms = v;
+  return COLL_OK;
+}
+
+/* Ends the transport for a failure that started at o, or at the origin
+ * this rank already holds: its own transport's first, else a connection's
+ * (a peer that left or broke the protocol). Every pending request fails,
+ * every peer hears the origin in a goodbye, then the sockets' write sides
+ * are shut. Any thread. */
+static void tcp_fail(void *ctx, const coll_origin_t *o) {
+  tcp_transport_t *t = ctx;
+  coll_origin_t use = *o;
+  int i;
+  atomic_store(&t->aborted, 1);
+  if (atomic_load(&t->fail.status) == 0)
+    for (i = 0; i < t->world; i++)
+      if (atomic_load_explicit(&t->conns[i].fail.status,
+                               memory_order_acquire) != 0) {
+        use = t->conns[i].fail.origin;
+        break;
+      }
+  coll__tcp_fail_transport(t, &use);
+}
+
+/* The owner's abort: this rank is the origin, unless a failure that
+ * started elsewhere came first. Any thread. */
 static void tcp_abort(void *ctx) {
   tcp_transport_t *t = ctx;
-  int i;
+  coll_origin_t o = {t->rank, COLL_CAUSE_ABORTED, 0};
   if (!atomic_exchange(&t->aborted, 1))
     COLL_INFO(COLL_LOG_NET, "tcp: rank %d: aborting the transport", t->rank);
-  for (i = 0; i < t->world; i++) {
-    tcp_conn_t *c = &t->conns[i];
-    uv_mutex_lock(&c->rmu);
-    coll__tcp_rx_fail_all(c, COLL_ERR_ABORTED, aborted_text);
-    uv_mutex_unlock(&c->rmu);
-    uv_mutex_lock(&c->smu);
-    coll__tcp_tx_fail_all(c, COLL_ERR_ABORTED, aborted_text);
-    uv_mutex_unlock(&c->smu);
-    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
-  }
-  coll__tcp_loop_kick(t);
+  tcp_fail(ctx, &o);
 }
 
-/* Tells every live peer we leave on purpose, so it fails only the work
- * that involves this rank. Skipped after abort: peers must see a loss. */
-static void say_goodbye(tcp_transport_t *t) {
-  int64_t deadline = coll__now_ms() + GOODBYE_BUDGET_MS;
-  int i;
-  if (atomic_load(&t->aborted)) return;
-  for (i = 0; i < t->world; i++) {
-    tcp_conn_t *c = &t->conns[i];
-    int64_t left = deadline - coll__now_ms();
-    /* Also to a peer that said goodbye first: it may still be listening
-     * while it tears down, and must not take our close for a crash. */
-    if (c->fd < 0) continue;
-    uv_mutex_lock(&c->smu);
-    if (coll__tcp_tx_goodbye(c, left > 0 ? left : 0) != 0)
-      COLL_INFO(COLL_LOG_NET, "tcp: rank %d: no goodbye sent to rank %d",
-                t->rank, c->peer);
-    uv_mutex_unlock(&c->smu);
-    shutdown(c->fd, SHUT_WR);
-  }
+static int tcp_origin(void *ctx, coll_origin_t *o) {
+  tcp_transport_t *t = ctx;
+  if (atomic_load_explicit(&t->fail.status, memory_order_acquire) == 0)
+    return 0;
+  *o = t->fail.origin;
+  return 1;
 }
 
 /* Requests never waited for (a broken contract) are freed, not leaked. */
@@ -99,15 +109,18 @@ static void drain_close(int fd) {
 
 static void tcp_destroy(void *ctx) {
   tcp_transport_t *t = ctx;
+  int64_t deadline = coll__now_ms() + GOODBYE_BUDGET_MS;
   int i;
   if (t == NULL) return;
   atomic_store(&t->closing, 1);
-  if (t->thread_started) say_goodbye(t);
+  if (t->thread_started) coll__tcp_bye_queue(t);
   coll__tcp_loop_stop(t);
+  if (t->conns != NULL) coll__tcp_bye_finish(t, deadline);
   for (i = 0; t->conns != NULL && i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
     if (c->fd >= 0) drain_close(c->fd);
     free_leftovers(c);
+    free(c->tail);
     coll__tcp_rx_free(c);
     uv_mutex_destroy(&c->rmu);
     uv_mutex_destroy(&c->smu);
@@ -190,6 +203,7 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   t->rank = o->rank;
   t->world = o->world;
   t->x = *x;
+  COLL_CHECK_GOTO(heartbeat_from_env(&t->x), s, fail);
   atomic_init(&t->wait_peer, -1);
   if (uv_mutex_init(&t->req_mu) != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "tcp: cannot create a mutex");
@@ -212,6 +226,7 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out), s,
                   fail);
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
+  coll__t_set_fail_hooks(*out, tcp_fail, tcp_origin);
   return COLL_OK;
 fail:
   free(fds);

@@ -4,13 +4,12 @@
  * one call, several small frames per call). Every function here runs with
  * the connection's smu held. */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "core/clock.h"
 #include "transport/tcp/tcp_int.h"
 
 #define IOV_BATCH 64
@@ -79,7 +78,8 @@ static void advance(tcp_conn_t *c, size_t n) {
 tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why) {
   struct iovec iov[IOV_BATCH];
   int budget = TX_BUDGET;
-  if (coll__tcp_conn_stopped(c)) return TCP_EV_NONE;
+  if (coll__tcp_conn_stopped(c) || c->bye_state != TCP_BYE_NONE)
+    return TCP_EV_NONE;
   while (c->sq != NULL && budget-- > 0) {
     struct msghdr mh;
     ssize_t n;
@@ -92,6 +92,7 @@ tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return TCP_EV_NONE;
       snprintf(why, TCP_WHY_MAX, "rank %d lost: %s", c->peer, strerror(errno));
+      atomic_store(&c->lost_err, errno);
       return TCP_EV_LOST;
     }
     advance(c, (size_t)n);
@@ -108,26 +109,62 @@ void coll__tcp_tx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text) {
   c->sq_tail = NULL;
 }
 
-int coll__tcp_tx_goodbye(tcp_conn_t *c, int64_t timeout_ms) {
-  uint8_t hdr[COLL_TCP_FRAME_BYTES];
-  size_t off = 0;
-  int64_t deadline = coll__now_ms() + timeout_ms;
-  /* A half-written frame ahead of it would turn the goodbye into garbage. */
-  if (c->sq != NULL) return -1;
-  coll__tcp_frame_encode(hdr, COLL_TCP_K_GOODBYE, 0, (uint32_t)c->t->rank, 0,
-                         0);
-  while (off < sizeof hdr) {
-    ssize_t n =
-        send(c->fd, hdr + off, sizeof hdr - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      off += (size_t)n;
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      struct pollfd pf = {c->fd, POLLOUT, 0};
-      int64_t left = deadline - coll__now_ms();
-      if (left <= 0 || poll(&pf, 1, (int)left) <= 0) return -1;
-    } else {
-      return -1;
-    }
+/* A frame begun after which no more than this is left is finished before
+ * the goodbye; a longer rest (a frame cap raised far past the pipeline
+ * segment) is not copied, and the peer sees the connection lost. */
+#define TAIL_REST_MAX ((size_t)64 << 20)
+
+void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
+  tcp_req_t *r = c->sq;
+  size_t hrest = 0, prest = 0, off;
+  if (c->bye_state != TCP_BYE_NONE || c->fd < 0) return;
+  c->bye_state = TCP_BYE_FLUSHING;
+  /* A frame begun must end before the goodbye can be read as one. Frames
+   * not begun are dropped: the receiver fails the message they belong to
+   * when it reads the goodbye. */
+  if (r != NULL && (r->hoff > 0 || r->poff > 0)) {
+    hrest = COLL_TCP_FRAME_BYTES - r->hoff;
+    prest = r->flen - r->poff;
   }
-  return 0;
+  c->tail_len = hrest + prest + COLL_TCP_FRAME_BYTES + COLL_TCP_BYE_BYTES;
+  c->tail_off = 0;
+  c->tail = prest <= TAIL_REST_MAX ? malloc(c->tail_len) : NULL;
+  if (c->tail == NULL) {
+    /* Cannot say goodbye: end the stream, the peer sees a loss. */
+    c->tail_len = 0;
+    c->bye_state = TCP_BYE_SENT;
+    shutdown(c->fd, SHUT_WR);
+    return;
+  }
+  off = 0;
+  if (hrest > 0) memcpy(c->tail, r->hdr + r->hoff, hrest);
+  off += hrest;
+  if (prest > 0) memcpy(c->tail + off, r->buf + r->fstart + r->poff, prest);
+  off += prest;
+  coll__tcp_frame_encode(c->tail + off, COLL_TCP_K_GOODBYE, 0,
+                         (uint32_t)c->t->rank, 0, COLL_TCP_BYE_BYTES);
+  coll__tcp_bye_encode(c->tail + off + COLL_TCP_FRAME_BYTES, (uint32_t)o->rank,
+                       (uint16_t)o->cause, o->detail);
+  (void)coll__tcp_tx_flush(c);
+}
+
+int coll__tcp_tx_flush(tcp_conn_t *c) {
+  if (c->bye_state != TCP_BYE_FLUSHING) return 1;
+  while (c->tail_off < c->tail_len) {
+    ssize_t n = send(c->fd, c->tail + c->tail_off, c->tail_len - c->tail_off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c->tail_off += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    break; /* the peer is gone: there is no one left to tell */
+  }
+  free(c->tail);
+  c->tail = NULL;
+  c->tail_len = c->tail_off = 0;
+  c->bye_state = TCP_BYE_SENT;
+  shutdown(c->fd, SHUT_WR);
+  return 1;
 }

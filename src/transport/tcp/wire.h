@@ -13,7 +13,7 @@
 /* "COLL" read as a little-endian u32: the first bytes of every message. */
 #define COLL_TCP_MAGIC 0x4C4C4F43u
 /* Bumped on any change to the layouts below; peers must agree exactly. */
-#define COLL_TCP_WIRE_VERSION 1u
+#define COLL_TCP_WIRE_VERSION 2u
 
 /* ------------------------------------------------------------------------ */
 /* Frames: every byte after the handshake is a frame header + payload.      */
@@ -23,9 +23,10 @@
  * followed by CONT frames; every frame but the last has COLL_TCP_F_MORE. The
  * frames of one message are contiguous on the stream. */
 enum {
-  COLL_TCP_K_DATA = 1,    /* first (often only) frame of a message */
-  COLL_TCP_K_CONT = 2,    /* next frame of the same message (same tag) */
-  COLL_TCP_K_GOODBYE = 3, /* the sender is closing cleanly; len 0 */
+  COLL_TCP_K_DATA = 1,      /* first (often only) frame of a message */
+  COLL_TCP_K_CONT = 2,      /* next frame of the same message (same tag) */
+  COLL_TCP_K_GOODBYE = 3,   /* the sender closes: a bye payload says why */
+  COLL_TCP_K_HEARTBEAT = 4, /* the sender is alive; len 0, between messages */
 };
 #define COLL_TCP_F_MORE 0x01u
 
@@ -79,6 +80,43 @@ static inline void coll__tcp_frame_decode(const uint8_t *in,
   f->src = coll__get_le32(in + 8);
   f->tag = coll__get_le32(in + 12);
   f->len = coll__get_le64(in + 16);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Goodbye: the last frame a rank sends on a connection, at a frame          */
+/* boundary (possibly between two frames of one message), always with this */
+/* payload: where the failure that ends the connection started. An orderly */
+/* destroy names the sender itself with COLL_CAUSE_DESTROYED.              */
+/* ------------------------------------------------------------------------ */
+
+struct coll_tcp_bye_layout {
+  uint32_t origin; /* the rank where the failure started */
+  uint16_t cause;  /* coll_cause_t (core/origin.h) */
+  uint16_t zero;   /* 0 */
+  uint32_t detail; /* per cause */
+  uint32_t zero2;  /* 0 */
+};
+#define COLL_TCP_BYE_BYTES 16
+_Static_assert(sizeof(struct coll_tcp_bye_layout) == COLL_TCP_BYE_BYTES,
+               "bye payload must be 16 bytes");
+
+static inline void coll__tcp_bye_encode(uint8_t out[COLL_TCP_BYE_BYTES],
+                                        uint32_t origin, uint16_t cause,
+                                        uint32_t detail) {
+  coll__put_le32(out, origin);
+  coll__put_le16(out + 4, cause);
+  coll__put_le16(out + 6, 0);
+  coll__put_le32(out + 8, detail);
+  coll__put_le32(out + 12, 0);
+}
+
+/* Decodes without judging; 0 if a field that must be zero is not. */
+static inline int coll__tcp_bye_decode(const uint8_t *in, uint32_t *origin,
+                                       uint16_t *cause, uint32_t *detail) {
+  *origin = coll__get_le32(in);
+  *cause = coll__get_le16(in + 4);
+  *detail = coll__get_le32(in + 8);
+  return coll__get_le16(in + 6) == 0 && coll__get_le32(in + 12) == 0;
 }
 
 /* ------------------------------------------------------------------------ */

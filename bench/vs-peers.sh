@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# vs-peers.sh: libcoll against Open MPI in one sitting, in the peers' own
+# timing loop (bench_common.h of the peer drivers: in-place f32 SUM
+# allreduce, 4 KiB to 64 MiB), runs interleaved, medians printed as one
+# table per rank count.
+#
+#   bench/vs-peers.sh [N ...]          (default: 2)
+#
+# PEERS_DIR   the peer drivers (default: ../shared/bench/peers beside this
+#             checkout); read only, the drivers are built in a temp folder
+# BUILD       libcoll's build folder (default: build)
+# REPS        runs of each variant (default 3)
+# VARIANTS    what to run (default: "coll mpi_tcp mpi_vader"); a variant
+#             coll:NAME=VALUE runs libcoll with that environment variable
+#             (e.g. coll:COLL_CHECK_MISMATCH=0)
+# BENCH_SECONDS  timed loop per size (default 1.0)
+# Needs mpicc/mpirun (openmpi-bin, libopenmpi-dev). Run nothing else
+# meanwhile: the figures are only worth their ratios within one sitting.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+peers=${PEERS_DIR:-$root/../shared/bench/peers}
+build=${BUILD:-$root/build}
+reps=${REPS:-3}
+variants=${VARIANTS:-coll mpi_tcp mpi_vader}
+ns=${*:-2}
+export BENCH_SECONDS=${BENCH_SECONDS:-1.0}
+[ -f "$peers/bench_common.h" ] || { echo "vs-peers: no bench_common.h in $peers (set PEERS_DIR)" >&2; exit 2; }
+[ -x "$build/tools/coll-run" ] || { echo "vs-peers: no $build/tools/coll-run (set BUILD)" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+gcc -O2 -I"$peers" -I"$root/include" -o "$work/coll_allreduce" \
+  "$root/bench/coll_allreduce.c" -L"$build/src" -lcoll -Wl,-rpath,"$build/src"
+case $variants in *mpi*) mpicc -O3 -march=native -o "$work/mpi_allreduce" "$peers/mpi_allreduce.c" ;; esac
+
+mpi="mpirun --allow-run-as-root --oversubscribe --mca pml ob1"
+run() { # variant n
+  case $1 in
+    coll) timeout 900 "$build/tools/coll-run" -n "$2" "$work/coll_allreduce" coll ;;
+    coll:*) env "${1#coll:}" timeout 900 "$build/tools/coll-run" -n "$2" "$work/coll_allreduce" "$1" ;;
+    mpi_tcp) timeout 900 $mpi -np "$2" --mca btl tcp,self --mca btl_tcp_if_include lo "$work/mpi_allreduce" mpi_tcp ;;
+    mpi_vader) timeout 900 $mpi -np "$2" --mca btl vader,self "$work/mpi_allreduce" mpi_vader ;;
+    *) echo "vs-peers: unknown variant $1" >&2; return 2 ;;
+  esac | sed 's/^\[[0-9]*\] //'
+}
+for rep in $(seq "$reps"); do
+  for n in $ns; do
+    for v in $variants; do
+      echo ">> rep $rep n=$n $v" >&2
+      run "$v" "$n" > "$work/$v.n$n.r$rep" 2> "$work/$v.n$n.r$rep.err" ||
+        { echo "   failed (rc $?):" >&2; tail -3 "$work/$v.n$n.r$rep.err" >&2; }
+    done
+  done
+done
+
+med() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else printf "%.3g", (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+col() { cat "$work/$1.n$2".r* 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
+echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS"
+for n in $ns; do
+  for what in "4 busbw_GB/s" "2 time_us"; do
+    set -- $what
+    echo
+    echo "### n=$n: median $2 over $reps runs"
+    printf "| bytes |"; for v in $variants; do printf " %s |" "$v"; done; echo
+    printf "|---|"; for v in $variants; do printf -- "---|"; done; echo
+    for s in 4096 65536 1048576 16777216 67108864; do
+      printf "| %s |" $s; for v in $variants; do printf " %s |" "$(col "$v" "$n" "$s" "$1")"; done; echo
+    done
+  done
+done
+if grep -l VERIFY-FAILED "$work"/*.n* >/dev/null 2>&1; then
+  echo "VERIFY FAILED in: $(grep -l VERIFY-FAILED "$work"/*.n* | xargs -n1 basename)"; exit 1
+fi
