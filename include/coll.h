@@ -54,10 +54,10 @@
  * receive do not stick: the comm keeps working. A broken comm is still
  * destroyed with coll_comm_destroy().
  *
- * Which rank failed. On CPU comms over libcoll's TCP and in-process
- * transports a failure names the rank where it started, on every rank: a
- * rank that fails because of another's failure tells its peers that origin
- * before it closes anything, and each rank reports the first origin it
+ * Which rank failed. On CPU comms over libcoll's TCP, shared-memory and
+ * in-process transports a failure names the rank where it started, on every
+ * rank: a rank that fails because of another's failure tells its peers that
+ * origin before it closes anything, and each rank reports the first origin it
  * hears of, never the rank it heard it from. What the ranks whose call the
  * failure ends report (rank 3 failing, rank 0 reporting):
  *  - rank 3 killed, crashed, or its link broke: COLL_ERR_PEER_LOST,

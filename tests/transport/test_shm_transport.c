@@ -204,7 +204,8 @@ static void *abort_later(void *p) {
 
 /* Rank 1 waits for a message that never comes; another thread aborts:
  * the wait returns ABORTED, a later isend fails at once, and rank 0,
- * waiting on rank 1, learns it lost rank 1. */
+ * waiting on rank 1, learns that rank 1 aborted (ABORTED, not PEER_LOST:
+ * the process is alive). */
 static void abort_rank(coll_transport_t *t, int rank, int world,
                        tt_result_t *res, void *arg) {
   uint64_t v = 0;
@@ -214,10 +215,10 @@ static void abort_rank(coll_transport_t *t, int rank, int world,
   (void)world;
   (void)arg;
   if (rank == 0) {
-    expect(res, tt_recv(t, 1, TAG_A, &v, 8, NULL), COLL_ERR_PEER_LOST,
+    expect(res, tt_recv(t, 1, TAG_A, &v, 8, NULL), COLL_ERR_ABORTED,
            "recv from the aborted rank");
-    if (strstr(coll_last_error(), "rank 1") == NULL)
-      tt_fail(res, "loss text names no rank: %s", coll_last_error());
+    if (strstr(coll_last_error(), "rank 1 aborted") == NULL)
+      tt_fail(res, "abort text does not name rank 1: %s", coll_last_error());
     return;
   }
   if (pthread_create(&th, NULL, abort_later, &a) != 0) {
@@ -293,10 +294,15 @@ static void kill_rank(coll_transport_t *t, int rank, int world,
     test_sleep_ms(100);
     raise(SIGKILL);
   }
+  coll_origin_t o = {-1, 0, 0};
   expect(res, tt_recv(t, 2, TAG_A, &v, 8, NULL), COLL_ERR_PEER_LOST,
          "recv from the killed rank");
-  if (strstr(coll_last_error(), "rank 2") == NULL)
+  if (strstr(coll_last_error(), "rank 2 lost") == NULL)
     tt_fail(res, "loss text does not name rank 2: %s", coll_last_error());
+  /* The origin libcoll forwards when it fails the comm. */
+  if (!coll__t_origin(t, &o) || o.rank != 2 || o.cause != COLL_CAUSE_LOST)
+    tt_fail(res, "origin: rank %d cause %d, expected rank 2 lost", o.rank,
+            o.cause);
   expect(res, coll__t_isend(t, 2, TAG_A, &v, 8, &(void *){NULL}),
          COLL_ERR_PEER_LOST, "isend to the killed rank");
 }

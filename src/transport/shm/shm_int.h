@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "coll.h"
+#include "core/origin.h"
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
@@ -70,10 +71,14 @@ typedef struct shm_hdr {
    * threads of one process sees only this. */
   atomic_int ready;
   _Alignas(SHM_CACHE_LINE) atomic_int sleeping;
-  /* 1 once this rank aborted or left; `blame` is the rank whose loss made
-   * it leave (-1: none), so peers can name the rank that died first. */
+  /* 1 once this rank aborted, failed or left. Before it, the origin of
+   * that failure (core/origin.h: where it started) is written and
+   * `origin_set` stored, so peers name the rank where it began. A rank
+   * that dies leaves neither: its peers see its sockets hang up. */
   _Alignas(SHM_CACHE_LINE) atomic_int gone;
-  atomic_int blame;
+  atomic_int origin_set;
+  int32_t origin_rank, origin_cause;
+  uint32_t origin_detail;
 } shm_hdr_t;
 
 /* Sizes of a region for `world` ranks: every rank computes the same. */
@@ -106,6 +111,7 @@ struct shm_req {
   size_t off;          /* send: bytes in the ring */
   size_t got;          /* receive: the matched message's length */
   int done;            /* under the endpoint lock */
+  int closed_here;     /* ended by this endpoint's own close */
   coll_status_t status;
 };
 
@@ -144,7 +150,7 @@ typedef struct shm_peer {
   shm_rx_t in;
   int lost; /* 1: hung up (what is in its ring is still read), 2: failed */
   coll_status_t lost_status;
-  char why[160];
+  char why[200];
 } shm_peer_t;
 
 typedef struct shm_ep {
@@ -161,6 +167,10 @@ typedef struct shm_ep {
    * so no thread misses a completion another one found. */
   pthread_cond_t cv;
   int leader;
+  /* The first failure origin heard of from a peer, and the one this
+   * endpoint published when it closed (abort, a failure, destroy). */
+  coll_origin_t seen, origin;
+  int seen_set, closed;
   atomic_int aborted;
   int64_t spin_ns;
 } shm_ep_t;
@@ -170,18 +180,31 @@ typedef struct shm_ep {
 /* Moves every send and receive as far as the rings allow, fails what a
  * lost peer leaves pending; returns 1 if anything moved or completed. */
 int coll__shm_progress(shm_ep_t *ep);
-/* Peer p is gone (hangup or its header says so): records why; its ring is
- * still drained, then its requests fail. */
-void coll__shm_peer_lost(shm_ep_t *ep, int p, const char *how);
+/* Peer p is gone (hangup or its header says so): records where its
+ * failure started; its ring is still drained, then its requests fail. */
+void coll__shm_peer_lost(shm_ep_t *ep, int p);
+/* Records o as the first failure origin this endpoint heard of. */
+void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o);
 /* Completes r with status s (under the lock). */
 void coll__shm_complete(shm_req_t *r, coll_status_t s);
-/* Fails every pending request of the endpoint with s. */
-void coll__shm_fail_all(shm_ep_t *ep, coll_status_t s);
+/* Fails every pending request with ABORTED (this endpoint's own close). */
+void coll__shm_fail_all(shm_ep_t *ep);
+/* Closes the endpoint for a failure that started at o (this rank's abort,
+ * destroy, or a failure seen here): publishes the origin it heard of first,
+ * else o, to its peers, fails every pending request with ABORTED and hangs
+ * up. Idempotent. Takes ep->mu. */
+void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o);
+/* Why this endpoint's own requests ended, after its close. Under ep->mu. */
+void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n);
 /* Rings peer p's doorbell if one of its threads sleeps. */
 void coll__shm_ring_bell(shm_ep_t *ep, int p);
 /* Matches a posted receive against the messages already arrived from its
  * peer, or queues it. */
 void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r);
+
+/* The failure hooks of libcoll's own transports (transport.h). */
+void coll__shm_fail(void *ctx, const coll_origin_t *o);
+int coll__shm_origin(void *ctx, coll_origin_t *o);
 
 /* shm_wait.c --------------------------------------------------------------- */
 

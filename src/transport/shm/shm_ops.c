@@ -3,6 +3,7 @@
  * irecv, abort, destroy, and the table that holds them. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -55,8 +56,9 @@ static coll_status_t shm_isend(void *ctx, int peer, uint32_t tag,
   if (atomic_load(&ep->aborted) || pr->lost) {
     coll_status_t why =
         atomic_load(&ep->aborted) ? COLL_ERR_ABORTED : pr->lost_status;
-    if (why == COLL_ERR_ABORTED)
-      coll_set_last_error(why, "shm isend: rank %d aborted", ep->rank);
+    if (atomic_load(&ep->aborted))
+      coll_set_last_error(why, "shm isend: rank %d's endpoint is closed",
+                          ep->rank);
     else
       coll_set_last_error(why, "shm isend: %s", pr->why);
     pthread_mutex_unlock(&ep->mu);
@@ -109,10 +111,18 @@ static coll_status_t shm_irecv(void *ctx, int peer, uint32_t tag, void *buf,
   return COLL_OK;
 }
 
-/* Marks this rank gone in its header and hangs up every peer's socket, so
- * peers sleeping on them wake and report this rank lost. */
-static void leave(shm_ep_t *ep) {
-  atomic_store_explicit(&ep->hdr->gone, 1, memory_order_release);
+/* Publishes o as where this endpoint's failure started, marks it gone and
+ * hangs up every peer's socket, so peers sleeping on them wake and report
+ * o. */
+static void leave(shm_ep_t *ep, const coll_origin_t *o) {
+  shm_hdr_t *h = ep->hdr;
+  if (!atomic_load_explicit(&h->origin_set, memory_order_relaxed)) {
+    h->origin_rank = o->rank;
+    h->origin_cause = o->cause;
+    h->origin_detail = o->detail;
+    atomic_store_explicit(&h->origin_set, 1, memory_order_release);
+  }
+  atomic_store_explicit(&h->gone, 1, memory_order_release);
   for (int p = 0; p < ep->world; p++)
     if (p != ep->rank && ep->peers[p].sock >= 0) {
       shutdown(ep->peers[p].sock, SHUT_RDWR);
@@ -120,14 +130,20 @@ static void leave(shm_ep_t *ep) {
     }
 }
 
-static void shm_abort(void *ctx) {
-  shm_ep_t *ep = ctx;
+void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
   uint64_t one = 1;
   ssize_t n;
   pthread_mutex_lock(&ep->mu);
+  if (ep->closed) {
+    pthread_mutex_unlock(&ep->mu);
+    return;
+  }
+  ep->closed = 1;
+  /* A failure this endpoint heard of first is what its peers hear. */
+  ep->origin = ep->seen_set ? ep->seen : *o;
   atomic_store(&ep->aborted, 1);
-  coll__shm_fail_all(ep, COLL_ERR_ABORTED);
-  leave(ep);
+  coll__shm_fail_all(ep);
+  leave(ep, &ep->origin);
   pthread_cond_broadcast(&ep->cv);
   pthread_mutex_unlock(&ep->mu);
   /* Wakes this rank's own sleeper. */
@@ -135,9 +151,38 @@ static void shm_abort(void *ctx) {
   (void)n;
 }
 
+void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n) {
+  if (ep->origin.rank == ep->rank && ep->origin.cause == COLL_CAUSE_ABORTED)
+    snprintf(buf, n, "rank %d aborted", ep->rank);
+  else
+    coll__origin_text(&ep->origin, ep->rank, buf, n);
+}
+
+void coll__shm_fail(void *ctx, const coll_origin_t *o) {
+  coll__shm_close(ctx, o);
+}
+
+int coll__shm_origin(void *ctx, coll_origin_t *o) {
+  shm_ep_t *ep = ctx;
+  int known;
+  pthread_mutex_lock(&ep->mu);
+  known = ep->closed || ep->seen_set;
+  if (known) *o = ep->closed ? ep->origin : ep->seen;
+  pthread_mutex_unlock(&ep->mu);
+  return known;
+}
+
+static void shm_abort(void *ctx) {
+  shm_ep_t *ep = ctx;
+  coll_origin_t o = {ep->rank, COLL_CAUSE_ABORTED, 0};
+  coll__shm_close(ep, &o);
+}
+
 static void shm_destroy(void *ctx) {
   shm_ep_t *ep = ctx;
-  leave(ep);
+  coll_origin_t o = {ep->rank, COLL_CAUSE_DESTROYED, 0};
+  /* Every request was waited: the close fails nothing, it tells peers. */
+  coll__shm_close(ep, &o);
   coll__shm_ep_free(ep);
 }
 

@@ -98,9 +98,13 @@ static void peer_fail(shm_ep_t *ep, int p, coll_status_t s, const char *fmt,
 static void peer_fail(shm_ep_t *ep, int p, coll_status_t s, const char *fmt,
                       ...) {
   shm_peer_t *pr = &ep->peers[p];
+  coll_origin_t o = s == COLL_ERR_PROTOCOL
+                        ? (coll_origin_t){p, COLL_CAUSE_PROTOCOL, 0}
+                        : coll__origin_local(ep->rank, s);
   va_list ap;
   int n;
   if (pr->lost == 2) return;
+  coll__shm_note_origin(ep, &o);
   n = snprintf(pr->why, sizeof pr->why, "rank %d ", p);
   va_start(ap, fmt);
   vsnprintf(pr->why + n, sizeof pr->why - (size_t)n, fmt, ap);
@@ -265,55 +269,68 @@ static int tx_progress(shm_ep_t *ep, int p) {
   return moved;
 }
 
-/* Fails the pending requests of peer p with s; messages that arrived whole
+static void end_req(shm_req_t *r, coll_status_t s, int here) {
+  r->closed_here = here;
+  coll__shm_complete(r, s);
+}
+
+/* Fails the pending requests of peer p with s (here: by this endpoint's
+ * own close); messages that arrived whole
  * stay receivable. */
-static void fail_peer_reqs(shm_ep_t *ep, int p, coll_status_t s) {
+static void fail_peer_reqs(shm_ep_t *ep, int p, coll_status_t s, int here) {
   shm_peer_t *pr = &ep->peers[p];
   shm_rx_t *in = &pr->in;
   shm_unx_t *u, *next;
   while (pr->sq_head != NULL) {
     shm_req_t *r = pr->sq_head;
     pr->sq_head = r->next;
-    coll__shm_complete(r, s);
+    end_req(r, s, here);
   }
   pr->sq_tail = NULL;
   while (in->posted_head != NULL) {
     shm_req_t *r = in->posted_head;
     in->posted_head = r->next;
-    coll__shm_complete(r, s);
+    end_req(r, s, here);
   }
   in->posted_tail = NULL;
-  if (in->recv != NULL) coll__shm_complete(in->recv, s);
+  if (in->recv != NULL) end_req(in->recv, s, here);
   in->recv = NULL;
   for (u = in->unx_head; u != NULL; u = next) {
     next = u->next;
     if (u->off == u->len) continue;
-    if (u->recv != NULL) coll__shm_complete(u->recv, s);
+    if (u->recv != NULL) end_req(u->recv, s, here);
     u->recv = NULL;
   }
 }
 
-void coll__shm_fail_all(shm_ep_t *ep, coll_status_t s) {
+/* Fails every pending request of the endpoint with ABORTED: its own close
+ * ended them. */
+void coll__shm_fail_all(shm_ep_t *ep) {
   for (int p = 0; p < ep->world; p++)
-    if (p != ep->rank) fail_peer_reqs(ep, p, s);
+    if (p != ep->rank) fail_peer_reqs(ep, p, COLL_ERR_ABORTED, 1);
 }
 
-void coll__shm_peer_lost(shm_ep_t *ep, int p, const char *how) {
+void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o) {
+  if (ep->seen_set) return;
+  ep->seen = *o;
+  ep->seen_set = 1;
+}
+
+void coll__shm_peer_lost(shm_ep_t *ep, int p) {
   shm_peer_t *pr = &ep->peers[p];
   shm_hdr_t *ph = pr->region;
-  int blame, none = -1;
+  coll_origin_t o = {p, COLL_CAUSE_LOST, 0};
   if (pr->lost) return;
-  blame = atomic_load_explicit(&ph->blame, memory_order_acquire);
-  if (blame >= 0 && blame != p && blame != ep->rank)
-    snprintf(pr->why, sizeof pr->why,
-             "rank %d lost: it %s after it lost rank %d", p, how, blame);
-  else
-    snprintf(pr->why, sizeof pr->why, "rank %d lost: it %s", p, how);
+  /* A peer that closed says where its failure began; one that died says
+   * nothing, and is itself the origin. */
+  if (atomic_load_explicit(&ph->origin_set, memory_order_acquire)) {
+    coll_origin_t said = {ph->origin_rank, ph->origin_cause, ph->origin_detail};
+    if (coll__origin_valid(&said, ep->world)) o = said;
+  }
+  coll__shm_note_origin(ep, &o);
+  coll__origin_text(&o, ep->rank, pr->why, sizeof pr->why);
   pr->lost = 1;
-  pr->lost_status = COLL_ERR_PEER_LOST;
-  /* Peers that see this rank leave later can then name the first loss. */
-  atomic_compare_exchange_strong(&ep->hdr->blame, &none,
-                                 blame >= 0 && blame != ep->rank ? blame : p);
+  pr->lost_status = coll__origin_req_status(&o);
 }
 
 int coll__shm_progress(shm_ep_t *ep) {
@@ -323,12 +340,12 @@ int coll__shm_progress(shm_ep_t *ep) {
     if (p == ep->rank || pr->lost == 2) continue;
     if (!pr->lost && atomic_load_explicit(&((shm_hdr_t *)pr->region)->gone,
                                           memory_order_acquire))
-      coll__shm_peer_lost(ep, p, "left (aborted or destroyed its endpoint)");
+      coll__shm_peer_lost(ep, p);
     moved |= tx_progress(ep, p);
     moved |= rx_progress(ep, p);
     if (pr->lost == 1) {
       /* What it sent before it went was just read; the rest fails. */
-      fail_peer_reqs(ep, p, pr->lost_status);
+      fail_peer_reqs(ep, p, pr->lost_status, 0);
       pr->lost = 2;
       moved = 1;
     }

@@ -384,7 +384,6 @@ static coll_status_t region_make(shm_setup_t *su) {
   ep->hdr->world = (uint32_t)ep->world;
   ep->hdr->rank = (uint32_t)ep->rank;
   ep->hdr->cells = ep->lay.cells;
-  atomic_store(&ep->hdr->blame, -1);
   atomic_store_explicit(&ep->hdr->ready, 1, memory_order_release);
   ep->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep->bell < 0) return sys_err("eventfd");
@@ -460,6 +459,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
       coll_transport_create(coll__shm_ops(), su.ep, o->rank, o->world, out), s,
       fail);
   coll__t_set_segment_bytes(*out, SHM_SEGMENT_BYTES);
+  coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
   COLL_INFO(COLL_LOG_BOOT,
             "rank %d/%d: shared-memory transport, %u cells "
             "of %u bytes per peer",

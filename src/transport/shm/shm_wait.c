@@ -90,9 +90,7 @@ static void kernel_sleep(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
      * have failed already. */
     for (int i = 1; i < n; i++)
       if (fds[i].revents != 0 && !atomic_load(&ep->aborted))
-        coll__shm_peer_lost(ep, who[i],
-                            "hung up its connection (its process ended or "
-                            "it closed the endpoint)");
+        coll__shm_peer_lost(ep, who[i]);
     pthread_mutex_unlock(&ep->mu);
   }
   free(fds);
@@ -131,15 +129,14 @@ static void check_peers(shm_ep_t *ep) {
     pfd =
         (struct pollfd){.fd = ep->peers[p].sock, .events = POLLIN | POLLRDHUP};
     if (poll(&pfd, 1, 0) > 0 && !atomic_load(&ep->aborted))
-      coll__shm_peer_lost(ep, p, "hung up its connection");
+      coll__shm_peer_lost(ep, p);
   }
   pthread_mutex_unlock(&ep->mu);
 }
 
 /* Reports a completed request and frees it; the text is copied under the
  * lock (`why`). */
-static coll_status_t finish(shm_ep_t *ep, shm_req_t *r, const char *why,
-                            size_t *len) {
+static coll_status_t finish(shm_req_t *r, const char *why, size_t *len) {
   coll_status_t s = r->status;
   const char *dir = r->kind == SHM_SEND ? "send to" : "receive from";
   switch (s) {
@@ -152,10 +149,6 @@ static coll_status_t finish(shm_ep_t *ep, shm_req_t *r, const char *why,
                           "shm: the message from rank %d on tag %u is %zu "
                           "bytes, more than the receive's %zu",
                           r->peer, r->tag, r->got, r->len);
-      break;
-    case COLL_ERR_ABORTED:
-      coll_set_last_error(s, "shm: %s rank %d on tag %u: rank %d aborted", dir,
-                          r->peer, r->tag, ep->rank);
       break;
     default:
       coll_set_last_error(s, "shm: %s rank %d on tag %u: %s", dir, r->peer,
@@ -181,9 +174,12 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
     pthread_mutex_lock(&ep->mu);
     moved = pass(ep);
     done = r->done;
-    if (done) memcpy(why, ep->peers[r->peer].why, sizeof why);
+    if (done && r->closed_here)
+      coll__shm_closed_text(ep, why, sizeof why);
+    else if (done)
+      memcpy(why, ep->peers[r->peer].why, sizeof why);
     pthread_mutex_unlock(&ep->mu);
-    if (done) return finish(ep, r, why, len);
+    if (done) return finish(r, why, len);
     if (timeout_ms == 0) {
       if (checked) break;
       check_peers(ep);
