@@ -4,8 +4,10 @@
  * and the collectives match a serial reference at 2, 3 and 4 ranks; a rank
  * killed mid-collective is PEER_LOST naming it on every survivor; shm
  * across "hosts" (a test hook gives one rank another host identity) is
- * refused, auto then takes TCP; a bad COLL_TRANSPORT is refused at once;
+ * refused, auto then takes TCP; a rank's abort is ABORTED naming it on
+ * every rank; a bad COLL_TRANSPORT is refused at once;
  * nothing new is left in /dev/shm. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,6 +40,7 @@ typedef struct job {
   const char *mode;    /* COLL_TRANSPORT, NULL: unset */
   int other_host_rank; /* this rank claims another host; -1: none */
   int kill_rank;       /* dies by SIGKILL mid-collective; -1: none */
+  int abort_rank;      /* aborts its comm mid-collective; -1: none */
   int run_collectives; /* 1: check the collectives */
   rank_out_t *out;     /* shared with the children */
   int rank;
@@ -135,6 +138,43 @@ static void until_killed(coll_comm_t *c, const job_t *j, rank_out_t *o) {
              coll_last_error());
 }
 
+static void *abort_soon(void *p) {
+  coll_abort_handle_t *h = p;
+  test_sleep_ms(200);
+  coll_abort(h);
+  return NULL;
+}
+
+/* Allreduces until one fails; the aborting rank's other thread aborts its
+ * comm meanwhile. Every rank must report ABORTED naming that rank. */
+static void until_aborted(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+  size_t n = 1 << 18;
+  float *a = calloc(n, sizeof *a);
+  coll_abort_handle_t *h = NULL;
+  pthread_t th;
+  int started = 0;
+  coll_status_t s = COLL_OK;
+  char want[32];
+  if (a == NULL || coll_comm_abort_handle(c, &h) != COLL_OK) {
+    fail_out(o, COLL_ERR_NO_MEMORY, "setup: %s", coll_last_error());
+    free(a);
+    return;
+  }
+  if (j->rank == j->abort_rank)
+    started = pthread_create(&th, NULL, abort_soon, h) == 0;
+  for (int it = 0; it < 1000000 && s == COLL_OK; it++)
+    s = coll_allreduce(c, a, a, n, COLL_F32, COLL_SUM, NULL);
+  if (started) pthread_join(th, NULL);
+  coll_abort_handle_release(h);
+  free(a);
+  snprintf(want, sizeof want, "rank %d aborted", j->abort_rank);
+  if (s != COLL_ERR_ABORTED ||
+      (j->rank != j->abort_rank && strstr(coll_last_error(), want) == NULL))
+    fail_out(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
+             "expected ABORTED naming %s: %s: %s", want, coll_status_name(s),
+             coll_last_error());
+}
+
 static int rank_main(void *p) {
   job_t *j = p;
   rank_out_t *o = &j->out[j->rank];
@@ -166,6 +206,7 @@ static int rank_main(void *p) {
            ((coll_cpu_t *)c->be)->t->name);
   if (j->run_collectives) collectives(c, j->rank, j->world, o);
   if (j->kill_rank >= 0) until_killed(c, j, o);
+  if (j->abort_rank >= 0) until_aborted(c, j, o);
   coll_comm_destroy(c);
   return 0;
 }
@@ -221,7 +262,7 @@ static void expect_all_ok(const job_t *j, const rank_out_t *out, const int *st,
 static void collectives_case(int world, const char *mode) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
-  job_t j = {world, 0, mode, -1, -1, 1, NULL, 0};
+  job_t j = {world, 0, mode, -1, -1, -1, 1, NULL, 0};
   char *before = devshm(), *after;
   run_job(&j, out, st);
   after = devshm();
@@ -255,7 +296,7 @@ static void test_auto_3(void **state) {
 static void test_killed_mid_collective(void **state) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
-  job_t j = {3, 0, "shm", -1, 2, 0, NULL, 0};
+  job_t j = {3, 0, "shm", -1, 2, -1, 0, NULL, 0};
   char *before = devshm(), *after;
   (void)state;
   run_job(&j, out, st);
@@ -271,10 +312,23 @@ static void test_killed_mid_collective(void **state) {
   munmap(out, sizeof *out * MAX_RANKS);
 }
 
+static void test_aborted_mid_collective(void **state) {
+  rank_out_t *out = shared_out();
+  int st[MAX_RANKS];
+  job_t j = {3, 0, "shm", -1, -1, 1, 0, NULL, 0};
+  (void)state;
+  run_job(&j, out, st);
+  for (int r = 0; r < 3; r++) {
+    if (out[r].status != 0) fail_msg("rank %d: %s", r, out[r].msg);
+    assert_int_equal(st[r], 0);
+  }
+  munmap(out, sizeof *out * MAX_RANKS);
+}
+
 static void test_shm_across_hosts_refused(void **state) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
-  job_t j = {2, 0, "shm", 1, -1, 0, NULL, 0};
+  job_t j = {2, 0, "shm", 1, -1, -1, 0, NULL, 0};
   (void)state;
   run_job(&j, out, st);
   for (int r = 0; r < 2; r++) {
@@ -290,7 +344,7 @@ static void test_shm_across_hosts_refused(void **state) {
 static void test_auto_across_hosts_tcp(void **state) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
-  job_t j = {2, 0, NULL, 1, -1, 1, NULL, 0};
+  job_t j = {2, 0, NULL, 1, -1, -1, 1, NULL, 0};
   (void)state;
   run_job(&j, out, st);
   expect_all_ok(&j, out, st, "tcp");
@@ -300,7 +354,7 @@ static void test_auto_across_hosts_tcp(void **state) {
 static void test_ranks_disagree(void **state) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
-  job_t j = {2, 0, "tcp", -1, -1, 0, NULL, 0};
+  job_t j = {2, 0, "tcp", -1, -1, -1, 0, NULL, 0};
   pid_t pids[2];
   (void)state;
   /* Rank 1 asks for shm, rank 0 for tcp. */
@@ -344,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_shm_4),
       cmocka_unit_test(test_auto_3),
       cmocka_unit_test(test_killed_mid_collective),
+      cmocka_unit_test(test_aborted_mid_collective),
       cmocka_unit_test(test_shm_across_hosts_refused),
       cmocka_unit_test(test_auto_across_hosts_tcp),
       cmocka_unit_test(test_ranks_disagree),
