@@ -54,10 +54,10 @@
  * receive do not stick: the comm keeps working. A broken comm is still
  * destroyed with coll_comm_destroy().
  *
- * Which rank failed. On CPU comms over libcoll's TCP and in-process
- * transports a failure names the rank where it started, on every rank: a
- * rank that fails because of another's failure tells its peers that origin
- * before it closes anything, and each rank reports the first origin it
+ * Which rank failed. On CPU comms over libcoll's TCP, shared-memory and
+ * in-process transports a failure names the rank where it started, on every
+ * rank: a rank that fails because of another's failure tells its peers that
+ * origin before it closes anything, and each rank reports the first origin it
  * hears of, never the rank it heard it from. What the ranks whose call the
  * failure ends report (rank 3 failing, rank 0 reporting):
  *  - rank 3 killed, crashed, or its link broke: COLL_ERR_PEER_LOST,
@@ -467,13 +467,15 @@ typedef struct coll_tcp_config {
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
  * returns its endpoint in *out (NULL on failure, with every socket and
- * thread it made gone). Blocks until every rank arrived and connected, or
- * cfg->timeout_ms (0: COLL_TIMEOUT_MS, default 300 s) passed. Returns
- * INVALID_ARG (config, COLL_TIMEOUT_MS, an interface or host that does not
- * exist), TIMEOUT (naming the ranks that never came), PEER_LOST (a rank
- * left during setup), PROTOCOL (a handshake failed: another job, a wrong
- * token), SYSTEM (the port is in use, a socket call failed). One thread
- * per call; each rank process calls it once. */
+ * thread it made gone). When every rank is on this host, the endpoint is
+ * the shared-memory transport instead ("shm"; COLL_TRANSPORT: auto, tcp,
+ * shm chooses, and shm across hosts is INVALID_ARG naming them). Blocks until
+ * every rank arrived and connected, or cfg->timeout_ms (0: COLL_TIMEOUT_MS,
+ * default 300 s) passed. Returns INVALID_ARG (config, COLL_TIMEOUT_MS, an
+ * interface or host that does not exist), TIMEOUT (naming the ranks that never
+ * came), PEER_LOST (a rank left during setup), PROTOCOL (a handshake failed:
+ * another job, a wrong token), SYSTEM (the port is in use, a socket call
+ * failed). One thread per call; each rank process calls it once. */
 COLL_API coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
                                        coll_transport_t **out);
 
@@ -497,20 +499,19 @@ COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
  * SLURM_PROCID/NTASKS: the first launcher that sets either of its pair is
  * used and the others are ignored; half a pair is an error. MASTER_ADDR
  * and MASTER_PORT (rank 0's host and a free port there) are required under
- * every launcher; COLL_* knobs apply. TCP transport for host
- * buffers; with the NCCL backend built and a GPU present, an NCCL comm whose
- * unique id travels through the same rendezvous store (COLL_BACKEND
- * chooses). cfg may be NULL. *out is the comm, NULL on failure, with
- * nothing left behind (sockets, threads, the store). Blocks until every
- * rank arrived and connected (and, for NCCL, NCCL's init finished), bounded
- * by cfg's timeout (else COLL_TIMEOUT_MS); an NCCL init is also ended by
- * cfg's abort handle. Returns INVALID_ARG (a variable missing or malformed,
- * naming it, or no launcher's rank at all, naming those looked for; the
- * config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable
- * NCCL), TIMEOUT (naming the ranks that never came), PEER_LOST, PROTOCOL
- * (a handshake refused), SYSTEM (the port in use, a socket call), BACKEND
- * (NCCL's init failed), ABORTED. One thread per call; one comm per
- * process and job. */
+ * every launcher; COLL_* knobs apply. The transport of coll_tcp_create
+ * for host buffers (shared memory when all ranks share a host); with the NCCL
+ * backend built and a GPU present, an NCCL comm whose unique id travels through
+ * the same rendezvous store (COLL_BACKEND chooses). cfg may be NULL. *out is
+ * the comm, NULL on failure, with nothing left behind (sockets, threads, the
+ * store). Blocks until every rank arrived and connected (and, for NCCL, NCCL's
+ * init finished), bounded by cfg's timeout (else COLL_TIMEOUT_MS); an NCCL init
+ * is also ended by cfg's abort handle. Returns INVALID_ARG (a variable missing
+ * or malformed, naming it, or no launcher's rank at all, naming those looked
+ * for; the config), NOT_AVAILABLE (COLL_BACKEND=nccl without a usable NCCL),
+ * TIMEOUT (naming the ranks that never came), PEER_LOST, PROTOCOL (a handshake
+ * refused), SYSTEM (the port in use, a socket call), BACKEND (NCCL's init
+ * failed), ABORTED. One thread per call; one comm per process and job. */
 COLL_API coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
                                           coll_comm_t **out);
 

@@ -118,7 +118,8 @@ static coll_status_t nccl_init(const env_job_t *j,
                         master_ip,
                         j->master_port,
                         coll__env(COLL_ENV_AUTH_TOKEN),
-                        coll__deadline(coll__config_timeout_ms(cfg))};
+                        coll__deadline(coll__config_timeout_ms(cfg)),
+                        NULL /* NCCL: no transport to choose */};
   COLL_CHECK(coll__rdv_open(&rc, &r));
   left = coll__remaining_ms(rc.deadline_ms);
   /* 0 would read as "the default" there; a spent budget is 1 ms. */

@@ -68,6 +68,11 @@
     "flight recorder file; %r rank, %p pid, %c comm number (unset: off)")     \
   X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
     "collectives the flight recorder keeps per comm (256; 0: off)")           \
+  X(TRANSPORT, "COLL_TRANSPORT",                                              \
+    "process transport: auto (default: shm when all ranks share a host), "    \
+    "tcp, shm")                                                               \
+  X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                          \
+    "shm transport: microseconds a waiter spins before it sleeps (50)")       \
   X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \
     "TCP: a peer silent this long while a call waits on it is unresponsive, " \
     "ms (default " COLL_ENV_XSTR_(COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS) "; 0: "  \

@@ -10,6 +10,8 @@
  *               or the incompatible ones, so every waiting rank fails with
  *               the same names
  *   ack/<r>     rank r read a FAIL verdict (rank 0 lingers briefly for it)
+ *   host/<r>    rank r's transport mode and host identity, written before
+ *               it joins (transport_choice.c)
  *   addr/<r>    rank r's transport address
  *   outcome/<r> rank r's setup outcome (rdv_outcome.c)
  *   done/<r>    rank r no longer needs the store; rank 0 stops it after
@@ -236,6 +238,13 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
   snprintf(r->at, sizeof r->at, "rendezvous at %s", r->where);
   if (r->rank == 0) COLL_CHECK_GOTO(serve(r, cfg), s, fail);
   COLL_CHECK_GOTO(connect_store(r, cfg), s, fail);
+  if (cfg->host_info != NULL) {
+    char key[RDV_KEY_MAX];
+    snprintf(key, sizeof key, "host/%d", r->rank);
+    COLL_CHECK_GOTO(
+        coll__store_set(r->store, key, cfg->host_info, strlen(cfg->host_info)),
+        s, fail);
+  }
   COLL_CHECK_GOTO(join(r), s, fail);
   COLL_INFO(COLL_LOG_BOOT, "rendezvous at %s: all %d ranks joined", r->where,
             r->world);

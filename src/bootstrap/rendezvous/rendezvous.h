@@ -58,6 +58,9 @@ typedef struct coll_rdv_cfg {
   int master_port;
   const char *token;   /* NULL/"": none */
   int64_t deadline_ms; /* absolute (coll__now_ms), < 0: none */
+  /* Published as "host/<rank>" before this rank joins, so every rank can
+   * read every rank's once all joined (transport_choice.c); NULL: none. */
+  const char *host_info;
 } coll_rdv_cfg_t;
 
 typedef struct coll_rdv coll_rdv_t;

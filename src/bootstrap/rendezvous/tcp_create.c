@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_create.c: coll_tcp_create, the TCP transport bootstrapped through the
  * rendezvous store: check the config, resolve MASTER_ADDR, choose the local
- * address, meet the other ranks, connect the mesh. */
+ * address, meet the other ranks, connect the mesh. When every rank is on
+ * this host (and COLL_TRANSPORT allows it) the ranks build the
+ * shared-memory transport instead (transport_choice.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "bootstrap/rendezvous/host_id.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
 #include "core/env.h"
@@ -74,13 +77,17 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   const char *ifname =
       cfg->ifname ? cfg->ifname : coll__env(COLL_ENV_SOCKET_IFNAME);
   char master_ip[COLL_ADDR_TEXT_MAX], local[COLL_ADDR_TEXT_MAX], job[320];
+  char host[COLL_HOST_INFO_MAX];
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
   coll_tcp_opts_t o;
   coll_tcp_rdv_t rdv;
   coll_rdv_t *r = NULL;
   coll_transport_t *t = NULL;
+  coll_transport_mode_t mode;
   coll_status_t s;
+  int shm = 0;
+  COLL_CHECK(coll__transport_mode(&mode));
   COLL_CHECK(
       coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master, master_ip));
   /* A wrong interface fails here, before anyone waits on this rank. */
@@ -90,16 +97,24 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
     snprintf(job, sizeof job, "%s", cfg->job_id);
   else
     snprintf(job, sizeof job, "%s:%d", cfg->master_addr, cfg->master_port);
+  coll__transport_host_info(mode, cfg->rank, host);
   rc = (coll_rdv_cfg_t){
-      cfg->rank,        cfg->world, cfg->master_addr,       master_ip,
-      cfg->master_port, token,      coll__deadline(timeout)};
+      cfg->rank,        cfg->world, cfg->master_addr,        master_ip,
+      cfg->master_port, token,      coll__deadline(timeout), host};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
             cfg->rank, cfg->world, master_ip, cfg->master_port, local);
   COLL_CHECK(coll__rdv_open(&rc, &r));
-  o = (coll_tcp_opts_t){cfg->rank, cfg->world, local,
-                        job,       token,      mesh_timeout(rc.deadline_ms)};
-  coll__rdv_tcp_adapter(r, &rdv);
-  s = coll__tcp_transport_create(&o, &rdv, &t);
+  s = coll__transport_choose(coll__rdv_store(r), cfg->world, mode,
+                             rc.deadline_ms, &shm);
+  if (s == COLL_OK && shm) {
+    s = coll__transport_shm_create(coll__rdv_store(r), cfg->rank, cfg->world,
+                                   job, token, rc.deadline_ms, &t);
+  } else if (s == COLL_OK) {
+    o = (coll_tcp_opts_t){cfg->rank, cfg->world, local,
+                          job,       token,      mesh_timeout(rc.deadline_ms)};
+    coll__rdv_tcp_adapter(r, &rdv);
+    s = coll__tcp_transport_create(&o, &rdv, &t);
+  }
   /* Every rank returns the same: a mesh that failed anywhere fails
    * everywhere (rdv_outcome.c). */
   s = coll__rdv_conclude(r, s);

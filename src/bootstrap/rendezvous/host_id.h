@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* host_id.h: which host, as far as shared memory goes, this process is on,
+ * and the choice between the TCP and shared-memory transports that
+ * coll_tcp_create (and so coll_comm_init_env) makes from it. */
+#ifndef COLL_BOOTSTRAP_HOST_ID_H
+#define COLL_BOOTSTRAP_HOST_ID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/store/store.h"
+#include "coll.h"
+
+#define COLL_HOST_ID_MAX 128
+#define COLL_HOST_INFO_MAX (COLL_HOST_ID_MAX + 8)
+
+/* host_id.c --------------------------------------------------------------- */
+
+/* This process's host identity: the kernel's boot id plus the inodes of
+ * its network and IPC namespaces, so two containers on one kernel that
+ * share neither count as two hosts (abstract Unix sockets live in the
+ * network namespace). Never fails: what cannot be read is left out, which
+ * only makes processes look like different hosts. Any thread. */
+void coll__host_id(char out[COLL_HOST_ID_MAX]);
+
+/* Test hook: when set, the host identity of rank `rank` is `id` instead.
+ * Not exported from libcoll.so (tests link the internal library). */
+typedef struct coll_host_id_test_hook {
+  int rank; /* -1: off */
+  const char *id;
+} coll_host_id_test_hook_t;
+extern coll_host_id_test_hook_t coll__host_id_test_hook;
+
+/* transport_choice.c ------------------------------------------------------ */
+
+typedef enum coll_transport_mode {
+  COLL_TRANSPORT_AUTO = 0,
+  COLL_TRANSPORT_TCP,
+  COLL_TRANSPORT_SHM
+} coll_transport_mode_t;
+
+/* COLL_TRANSPORT: auto (unset), tcp or shm; COLL_ERR_INVALID_ARG naming
+ * the variable for anything else. Any thread. */
+coll_status_t coll__transport_mode(coll_transport_mode_t *out);
+
+/* What this rank publishes at rendezvous ("host/<rank>", written before it
+ * joins): its mode and host identity. */
+void coll__transport_host_info(coll_transport_mode_t mode, int rank,
+                               char out[COLL_HOST_INFO_MAX]);
+
+/* Reads every rank's host info (published before it joined, so this waits
+ * only on a rank that skipped it, until the absolute deadline): *use_shm is
+ * 1 when every rank is on this host and the mode allows it.
+ * COLL_ERR_INVALID_ARG when ranks disagree on COLL_TRANSPORT, or it says shm
+ * and the ranks are on different hosts (naming them). Every rank reaches the
+ * same answer. One thread. */
+coll_status_t coll__transport_choose(coll_store_t *st, int world,
+                                     coll_transport_mode_t mode,
+                                     int64_t deadline_ms, int *use_shm);
+
+/* Builds the shared-memory transport, its socket names exchanged through
+ * the store ("shm/<rank>"). */
+coll_status_t coll__transport_shm_create(coll_store_t *st, int rank, int world,
+                                         const char *job_id, const char *token,
+                                         int64_t deadline_ms,
+                                         coll_transport_t **out);
+
+#endif

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* transport_choice.c: TCP or shared memory. Every rank publishes its
+ * COLL_TRANSPORT and host identity ("host/<rank>") and reads everyone's;
+ * when all ranks share this host, the shared-memory transport is built
+ * (unless COLL_TRANSPORT=tcp). A comm whose ranks are spread over hosts
+ * stays on TCP as a whole, also where some of them share one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bootstrap/rendezvous/host_id.h"
+#include "core/clock.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "transport/shm/shm.h"
+
+#define CHOICE_KEY_MAX 32
+#define CHOICE_VALUE_MAX COLL_HOST_INFO_MAX
+
+static const char *const mode_names[] = {"auto", "tcp", "shm"};
+
+coll_status_t coll__transport_mode(coll_transport_mode_t *out) {
+  const char *v = coll__env(COLL_ENV_TRANSPORT);
+  *out = COLL_TRANSPORT_AUTO;
+  if (v == NULL) return COLL_OK;
+  for (int i = 0; i < 3; i++)
+    if (strcasecmp(v, mode_names[i]) == 0) {
+      *out = (coll_transport_mode_t)i;
+      return COLL_OK;
+    }
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "COLL_TRANSPORT='%s' is none of auto, tcp, shm", v);
+}
+
+static coll_status_t get_value(coll_store_t *st, const char *key, char *buf,
+                               size_t cap, int64_t deadline_ms) {
+  size_t len = 0;
+  int64_t left = coll__remaining_ms(deadline_ms);
+  coll_status_t s =
+      coll__store_get(st, key, buf, cap - 1, &len, left == 0 ? 1 : left);
+  if (s != COLL_OK) return s;
+  buf[len] = '\0';
+  return COLL_OK;
+}
+
+/* A published value is "<mode> <host id>". */
+static int value_mode(const char *v) {
+  int m = atoi(v);
+  return m >= 0 && m < 3 ? m : 0;
+}
+
+static const char *value_host(const char *v) {
+  const char *sp = strchr(v, ' ');
+  return sp != NULL ? sp + 1 : "?";
+}
+
+/* "rank 0 on A, rank 2 on B" for the first rank on another host than
+ * rank 0's. */
+static coll_status_t refuse_hosts(int other, const char *id0,
+                                  const char *id_other) {
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "COLL_TRANSPORT=shm, but the ranks are not all on one "
+                   "host: rank 0 is on host %s, rank %d on host %s (host = "
+                   "boot id/network namespace/IPC namespace); use auto or "
+                   "tcp",
+                   id0, other, id_other);
+}
+
+void coll__transport_host_info(coll_transport_mode_t mode, int rank,
+                               char out[COLL_HOST_INFO_MAX]) {
+  char id[COLL_HOST_ID_MAX];
+  coll__host_id(id);
+  if (coll__host_id_test_hook.rank == rank &&
+      coll__host_id_test_hook.id != NULL)
+    snprintf(id, sizeof id, "%s", coll__host_id_test_hook.id);
+  snprintf(out, COLL_HOST_INFO_MAX, "%d %s", (int)mode, id);
+}
+
+coll_status_t coll__transport_choose(coll_store_t *st, int world,
+                                     coll_transport_mode_t mode,
+                                     int64_t deadline_ms, int *use_shm) {
+  char key[CHOICE_KEY_MAX];
+  char *first = NULL, *got = NULL;
+  int other = -1;
+  coll_status_t s = COLL_OK;
+  *use_shm = 0;
+  first = malloc(CHOICE_VALUE_MAX);
+  got = malloc(CHOICE_VALUE_MAX);
+  if (first == NULL || got == NULL) {
+    s = coll__err(COLL_ERR_NO_MEMORY, "transport choice: out of memory");
+    goto out;
+  }
+  for (int r = 0; r < world; r++) {
+    char *v = r == 0 ? first : got;
+    int m0, mr;
+    snprintf(key, sizeof key, "host/%d", r);
+    COLL_CHECK_GOTO(get_value(st, key, v, CHOICE_VALUE_MAX, deadline_ms), s,
+                    out);
+    m0 = value_mode(first);
+    mr = value_mode(v);
+    if (mr != m0) {
+      s = coll__err(COLL_ERR_INVALID_ARG,
+                    "ranks disagree on COLL_TRANSPORT: rank 0 has %s, rank "
+                    "%d has %s",
+                    mode_names[m0], r, mode_names[mr]);
+      goto out;
+    }
+    if (other < 0 && strcmp(value_host(v), value_host(first)) != 0) {
+      other = r;
+      if (mode == COLL_TRANSPORT_SHM) {
+        s = refuse_hosts(r, value_host(first), value_host(v));
+        goto out;
+      }
+    }
+  }
+  *use_shm = mode != COLL_TRANSPORT_TCP && other < 0;
+out:
+  free(first);
+  free(got);
+  return s;
+}
+
+typedef struct shm_store_rdv {
+  coll_store_t *st;
+} shm_store_rdv_t;
+
+static coll_status_t shm_publish(void *ctx, int rank, const char *addr) {
+  char key[CHOICE_KEY_MAX];
+  snprintf(key, sizeof key, "shm/%d", rank);
+  return coll__store_set(((shm_store_rdv_t *)ctx)->st, key, addr, strlen(addr));
+}
+
+static coll_status_t shm_lookup(void *ctx, int rank, char *addr, size_t cap,
+                                int64_t deadline_ms) {
+  char key[CHOICE_KEY_MAX];
+  coll_status_t s;
+  snprintf(key, sizeof key, "shm/%d", rank);
+  s = get_value(((shm_store_rdv_t *)ctx)->st, key, addr, cap, deadline_ms);
+  if (s == COLL_ERR_TIMEOUT)
+    return coll__err(s, "rank %d did not publish its shm socket in time", rank);
+  return s;
+}
+
+coll_status_t coll__transport_shm_create(coll_store_t *st, int rank, int world,
+                                         const char *job_id, const char *token,
+                                         int64_t deadline_ms,
+                                         coll_transport_t **out) {
+  shm_store_rdv_t sr = {st};
+  coll_shm_rdv_t rdv = {&sr, shm_publish, shm_lookup};
+  coll_shm_opts_t o = {rank, world, job_id, token, deadline_ms};
+  return coll__shm_transport_create(&o, &rdv, out);
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* shm.h: the shared-memory transport's internal entry point, for ranks
+ * that are processes of one host. The bootstrap layer provides the
+ * rendezvous; this transport makes its memory, meets every peer over a
+ * Unix-domain socket, maps theirs and returns a coll_transport_t. */
+#ifndef COLL_TRANSPORT_SHM_SHM_H
+#define COLL_TRANSPORT_SHM_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* How ranks find each other's Unix socket (an abstract name, as text). */
+typedef struct coll_shm_rdv {
+  void *ctx;
+  coll_status_t (*publish)(void *ctx, int rank, const char *addr);
+  /* Waits (until the absolute coll__now_ms deadline) for `rank`'s name. */
+  coll_status_t (*lookup)(void *ctx, int rank, char *addr, size_t cap,
+                          int64_t deadline_ms);
+} coll_shm_rdv_t;
+
+typedef struct coll_shm_opts {
+  int rank;
+  int world;
+  const char *job_id;  /* checked when peers meet; non-NULL */
+  const char *token;   /* shared secret, NULL or "" for none */
+  int64_t deadline_ms; /* absolute bound on meeting every peer; < 0 none */
+} coll_shm_opts_t;
+
+/* Longest socket name as published text. */
+#define COLL_SHM_ADDR_MAX 128
+
+/* Makes this rank's memory, publishes its socket name, meets every peer
+ * (the memory and doorbell of each handed over the socket), maps theirs
+ * and returns the endpoint. Nothing is left in the file system, whatever
+ * happens. One thread. */
+coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
+                                         const coll_shm_rdv_t *rdv,
+                                         coll_transport_t **out);
+
+#endif

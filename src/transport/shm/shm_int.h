@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* shm_int.h: the shared-memory transport's layout and endpoint state,
+ * shared by its files: shm_layout.c (the region), shm_setup.c (meeting
+ * the peers), shm_ops.c (the slots), shm_progress.c (moving cells),
+ * shm_wait.c (spinning, sleeping, liveness).
+ *
+ * Memory: every rank owns one memfd region holding its header and one
+ * ring per peer, carrying that peer's messages to this rank. Every rank
+ * maps every peer's region: it writes into the ring it owns in a peer's
+ * region (as the sender) and reads the peer's header (to ring its
+ * doorbell). A ring is a single-producer single-consumer queue of
+ * fixed-size cells; a message takes one cell or more (a pipeline of
+ * chunks), its first cell saying its tag and length. The producer
+ * publishes `tail` with a release store, the consumer `head`; each lives on
+ * a cache line of its own so the two sides never share one. */
+#ifndef COLL_TRANSPORT_SHM_INT_H
+#define COLL_TRANSPORT_SHM_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+#include "core/origin.h"
+
+#define SHM_CACHE_LINE 64
+#define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
+#define SHM_VERSION 1u
+
+/* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
+ * cell, and big messages move in copies large enough to run near memcpy
+ * speed, while a ring of them (512 KiB) still fits in a last-level cache.
+ * Not tuned by measurement yet (the only runs so far were on a loaded
+ * 2-core machine): compare 8, 16 and 64 KiB on a quiet one. */
+#define SHM_CELL_DATA (16u * 1024u)
+/* Cells per ring: 32 (512 KiB of payload per ordered pair), fewer in big
+ * worlds so a rank's region stays near 16 MiB; never fewer than 4. */
+#define SHM_RING_CELLS_MAX 32u
+#define SHM_RING_CELLS_MIN 4u
+#define SHM_REGION_BUDGET (16u * 1024u * 1024u)
+
+/* How long a waiter spins before it sleeps in the kernel, microseconds
+ * (COLL_SHM_SPIN_US overrides). A few microseconds covers a peer that is
+ * running and about to answer; past that, sleeping frees the core. */
+#define SHM_SPIN_US_DEFAULT 50
+
+typedef struct shm_cell_hdr {
+  uint32_t tag;
+  uint32_t chunk; /* payload bytes in this cell, <= SHM_CELL_DATA */
+  uint64_t msg_len;
+  uint32_t first; /* 1 on a message's first cell */
+  uint8_t pad_[SHM_CACHE_LINE - 20];
+} shm_cell_hdr_t;
+
+typedef struct shm_ring_ctl {
+  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t tail; /* written by the sender */
+  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t head; /* written by the owner */
+} shm_ring_ctl_t;
+
+/* The region's first bytes. `sleeping` counts this rank's threads that
+ * announced they are about to sleep: a peer that moves anything this rank
+ * may wait on rings the doorbell only then, so the fast path makes no
+ * system call. */
+typedef struct shm_hdr {
+  uint64_t magic;
+  uint32_t version, world, rank, cells;
+  /* Stored (release) once the fields above are written; a peer reads it
+   * (acquire) before them. The memfd reached the peer over a socket, which
+   * already orders them, but a thread sanitizer watching ranks that are
+   * threads of one process sees only this. */
+  atomic_int ready;
+  _Alignas(SHM_CACHE_LINE) atomic_int sleeping;
+  /* 1 once this rank aborted, failed or left. Before it, the origin of
+   * that failure (core/origin.h: where it started) is written and
+   * `origin_set` stored, so peers name the rank where it began. A rank
+   * that dies leaves neither: its peers see its sockets hang up. */
+  _Alignas(SHM_CACHE_LINE) atomic_int gone;
+  atomic_int origin_set;
+  int32_t origin_rank, origin_cause;
+  uint32_t origin_detail;
+} shm_hdr_t;
+
+/* Sizes of a region for `world` ranks: every rank computes the same. */
+typedef struct shm_layout {
+  uint32_t cells;
+  size_t cell_bytes; /* header + payload */
+  size_t ring_bytes; /* control + cells */
+  size_t region_bytes;
+} shm_layout_t;
+
+void coll__shm_layout(int world, shm_layout_t *l);
+/* The ring carrying messages from rank `from` to the owner of `region`. */
+shm_ring_ctl_t *coll__shm_ring(void *region, const shm_layout_t *l, int from);
+shm_cell_hdr_t *coll__shm_cell(shm_ring_ctl_t *ring, const shm_layout_t *l,
+                               uint64_t index);
+
+enum { SHM_SEND = 1, SHM_RECV = 2 };
+
+typedef struct shm_req shm_req_t;
+typedef struct shm_unx shm_unx_t;
+
+struct shm_req {
+  shm_req_t *next; /* in its peer's send queue or posted receives */
+  int kind;
+  int peer;
+  uint32_t tag;
+  const uint8_t *sbuf; /* send */
+  uint8_t *rbuf;       /* receive */
+  size_t len;          /* send: its length; receive: its capacity */
+  size_t off;          /* send: bytes in the ring */
+  size_t got;          /* receive: the matched message's length */
+  int done;            /* under the endpoint lock */
+  int closed_here;     /* ended by this endpoint's own close */
+  coll_status_t status;
+};
+
+/* A message that arrived before its receive was posted (or is arriving:
+ * `off` < `len`). `recv` is a receive that matched it while it was still
+ * arriving. */
+struct shm_unx {
+  shm_unx_t *next;
+  uint32_t tag;
+  size_t len, off;
+  uint8_t *data;
+  shm_req_t *recv;
+};
+
+/* What arrives from one peer: the message being received (into a
+ * receive or an unexpected buffer), unmatched messages in order, receives
+ * posted and not yet matched. */
+typedef struct shm_rx {
+  int active;
+  uint32_t tag;
+  size_t len, off;
+  shm_req_t *recv; /* the target, or */
+  shm_unx_t *unx;  /* this one */
+  shm_unx_t *unx_head, *unx_tail;
+  shm_req_t *posted_head, *posted_tail;
+} shm_rx_t;
+
+typedef struct shm_peer {
+  void *region;       /* the peer's region, mapped */
+  int sock;           /* connected Unix socket: its hangup is the peer's end */
+  int bell;           /* the peer's doorbell (eventfd) */
+  shm_ring_ctl_t *tx; /* my ring in the peer's region */
+  shm_ring_ctl_t *rx; /* its ring in mine */
+  uint64_t tx_head;   /* last head seen on tx (cached) */
+  shm_req_t *sq_head, *sq_tail; /* sends in order; the head is streaming */
+  shm_rx_t in;
+  int lost; /* 1: hung up (what is in its ring is still read), 2: failed */
+  coll_status_t lost_status;
+  char why[200];
+} shm_peer_t;
+
+typedef struct shm_ep {
+  int rank, world;
+  shm_layout_t lay;
+  void *region; /* mine */
+  shm_hdr_t *hdr;
+  int bell;           /* my doorbell (eventfd) */
+  shm_peer_t *peers;  /* world entries; mine unused */
+  pthread_mutex_t mu; /* the peers' queues and rings, leader */
+  /* One waiting thread at a time sleeps in the kernel (the leader, on the
+   * doorbell and the peers' sockets); the others wait on `cv`, which is
+   * broadcast whenever a pass moved anything and when the leader leaves,
+   * so no thread misses a completion another one found. */
+  pthread_cond_t cv;
+  int leader;
+  /* The first failure origin heard of from a peer, and the one this
+   * endpoint published when it closed (abort, a failure, destroy). */
+  coll_origin_t seen, origin;
+  int seen_set, closed;
+  atomic_int aborted;
+  int64_t spin_ns;
+} shm_ep_t;
+
+/* shm_progress.c (all under ep->mu) --------------------------------------- */
+
+/* Moves every send and receive as far as the rings allow, fails what a
+ * lost peer leaves pending; returns 1 if anything moved or completed. */
+int coll__shm_progress(shm_ep_t *ep);
+/* Peer p is gone (hangup or its header says so): records where its
+ * failure started; its ring is still drained, then its requests fail. */
+void coll__shm_peer_lost(shm_ep_t *ep, int p);
+/* Records o as the first failure origin this endpoint heard of. */
+void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o);
+/* Completes r with status s (under the lock). */
+void coll__shm_complete(shm_req_t *r, coll_status_t s);
+/* Fails every pending request with ABORTED (this endpoint's own close). */
+void coll__shm_fail_all(shm_ep_t *ep);
+/* Closes the endpoint for a failure that started at o (this rank's abort,
+ * destroy, or a failure seen here): publishes the origin it heard of first,
+ * else o, to its peers, fails every pending request with ABORTED and hangs
+ * up. Idempotent. Takes ep->mu. */
+void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o);
+/* Why this endpoint's own requests ended, after its close. Under ep->mu. */
+void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n);
+/* Rings peer p's doorbell if one of its threads sleeps. */
+void coll__shm_ring_bell(shm_ep_t *ep, int p);
+/* Matches a posted receive against the messages already arrived from its
+ * peer, or queues it. */
+void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r);
+
+/* The failure hooks of libcoll's own transports (transport.h). */
+void coll__shm_fail(void *ctx, const coll_origin_t *o);
+int coll__shm_origin(void *ctx, coll_origin_t *o);
+
+/* shm_wait.c --------------------------------------------------------------- */
+
+/* The `wait` slot. */
+coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
+                             size_t *len);
+
+/* shm_setup.c -------------------------------------------------------------- */
+
+/* Unmaps and closes what setup made (peers not met yet hold -1/NULL). */
+void coll__shm_ep_free(shm_ep_t *ep);
+
+#endif

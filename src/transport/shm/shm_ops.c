@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* shm_ops.c: the shared-memory transport's slots other than wait: isend,
+ * irecv, abort, destroy, and the table that holds them. */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_ops.h"
+
+static coll_status_t check_post(shm_ep_t *ep, const char *what, int peer,
+                                const void *buf, size_t len, void **req) {
+  if (req == NULL)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG, "shm %s: req is NULL",
+                               what);
+  if (peer < 0 || peer >= ep->world || peer == ep->rank)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG,
+                               "shm %s: peer %d is not another rank of "
+                               "0..%d (this is rank %d)",
+                               what, peer, ep->world - 1, ep->rank);
+  if (buf == NULL && len > 0)
+    return coll_set_last_error(COLL_ERR_INVALID_ARG,
+                               "shm %s: buf is NULL for %zu bytes", what, len);
+  if (atomic_load(&ep->aborted))
+    return coll_set_last_error(COLL_ERR_ABORTED, "shm %s: rank %d aborted",
+                               what, ep->rank);
+  return COLL_OK;
+}
+
+static shm_req_t *req_new(int kind, int peer, uint32_t tag, size_t len) {
+  shm_req_t *r = calloc(1, sizeof *r);
+  if (r == NULL) return NULL;
+  r->kind = kind;
+  r->peer = peer;
+  r->tag = tag;
+  r->len = len;
+  return r;
+}
+
+static coll_status_t shm_isend(void *ctx, int peer, uint32_t tag,
+                               const void *buf, size_t len, void **req) {
+  shm_ep_t *ep = ctx;
+  shm_peer_t *pr;
+  shm_req_t *r;
+  coll_status_t s = check_post(ep, "isend", peer, buf, len, req);
+  if (s != COLL_OK) return s;
+  r = req_new(SHM_SEND, peer, tag, len);
+  if (r == NULL)
+    return coll_set_last_error(COLL_ERR_NO_MEMORY, "shm isend: out of memory");
+  r->sbuf = buf;
+  pr = &ep->peers[peer];
+  pthread_mutex_lock(&ep->mu);
+  if (atomic_load(&ep->aborted) || pr->lost) {
+    coll_status_t why =
+        atomic_load(&ep->aborted) ? COLL_ERR_ABORTED : pr->lost_status;
+    if (atomic_load(&ep->aborted))
+      coll_set_last_error(why, "shm isend: rank %d's endpoint is closed",
+                          ep->rank);
+    else
+      coll_set_last_error(why, "shm isend: %s", pr->why);
+    pthread_mutex_unlock(&ep->mu);
+    free(r);
+    return why;
+  }
+  if (pr->sq_tail != NULL)
+    pr->sq_tail->next = r;
+  else
+    pr->sq_head = r;
+  pr->sq_tail = r;
+  /* The fast path: a message that fits goes into the ring right away. The
+   * pass may also complete what another thread of this rank waits for:
+   * wake it (on the condition variable, or in the kernel). */
+  if (coll__shm_progress(ep)) {
+    pthread_cond_broadcast(&ep->cv);
+    if (ep->leader) {
+      uint64_t one = 1;
+      ssize_t n = write(ep->bell, &one, sizeof one);
+      (void)n;
+    }
+  }
+  pthread_mutex_unlock(&ep->mu);
+  *req = r;
+  return COLL_OK;
+}
+
+static coll_status_t shm_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                               size_t cap, void **req) {
+  shm_ep_t *ep = ctx;
+  shm_req_t *r;
+  coll_status_t s = check_post(ep, "irecv", peer, buf, cap, req);
+  if (s != COLL_OK) return s;
+  r = req_new(SHM_RECV, peer, tag, cap);
+  if (r == NULL)
+    return coll_set_last_error(COLL_ERR_NO_MEMORY, "shm irecv: out of memory");
+  r->rbuf = buf;
+  pthread_mutex_lock(&ep->mu);
+  if (atomic_load(&ep->aborted)) {
+    pthread_mutex_unlock(&ep->mu);
+    free(r);
+    return coll_set_last_error(COLL_ERR_ABORTED, "shm irecv: rank %d aborted",
+                               ep->rank);
+  }
+  /* A lost peer's whole messages stay receivable; otherwise the receive
+   * completes with its failure at the first wait. */
+  coll__shm_post_recv(ep, r);
+  pthread_mutex_unlock(&ep->mu);
+  *req = r;
+  return COLL_OK;
+}
+
+/* Publishes o as where this endpoint's failure started, marks it gone and
+ * hangs up every peer's socket, so peers sleeping on them wake and report
+ * o. */
+static void leave(shm_ep_t *ep, const coll_origin_t *o) {
+  shm_hdr_t *h = ep->hdr;
+  if (!atomic_load_explicit(&h->origin_set, memory_order_relaxed)) {
+    h->origin_rank = o->rank;
+    h->origin_cause = o->cause;
+    h->origin_detail = o->detail;
+    atomic_store_explicit(&h->origin_set, 1, memory_order_release);
+  }
+  atomic_store_explicit(&h->gone, 1, memory_order_release);
+  for (int p = 0; p < ep->world; p++)
+    if (p != ep->rank && ep->peers[p].sock >= 0) {
+      shutdown(ep->peers[p].sock, SHUT_RDWR);
+      coll__shm_ring_bell(ep, p);
+    }
+}
+
+void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
+  uint64_t one = 1;
+  ssize_t n;
+  pthread_mutex_lock(&ep->mu);
+  if (ep->closed) {
+    pthread_mutex_unlock(&ep->mu);
+    return;
+  }
+  ep->closed = 1;
+  /* A failure this endpoint heard of first is what its peers hear. */
+  ep->origin = ep->seen_set ? ep->seen : *o;
+  atomic_store(&ep->aborted, 1);
+  coll__shm_fail_all(ep);
+  leave(ep, &ep->origin);
+  pthread_cond_broadcast(&ep->cv);
+  pthread_mutex_unlock(&ep->mu);
+  /* Wakes this rank's own sleeper. */
+  n = write(ep->bell, &one, sizeof one);
+  (void)n;
+}
+
+void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n) {
+  if (ep->origin.rank == ep->rank && ep->origin.cause == COLL_CAUSE_ABORTED)
+    snprintf(buf, n, "rank %d aborted", ep->rank);
+  else
+    coll__origin_text(&ep->origin, ep->rank, buf, n);
+}
+
+void coll__shm_fail(void *ctx, const coll_origin_t *o) {
+  coll__shm_close(ctx, o);
+}
+
+int coll__shm_origin(void *ctx, coll_origin_t *o) {
+  shm_ep_t *ep = ctx;
+  int known;
+  pthread_mutex_lock(&ep->mu);
+  known = ep->closed || ep->seen_set;
+  if (known) *o = ep->closed ? ep->origin : ep->seen;
+  pthread_mutex_unlock(&ep->mu);
+  return known;
+}
+
+static void shm_abort(void *ctx) {
+  shm_ep_t *ep = ctx;
+  coll_origin_t o = {ep->rank, COLL_CAUSE_ABORTED, 0};
+  coll__shm_close(ep, &o);
+}
+
+static void shm_destroy(void *ctx) {
+  shm_ep_t *ep = ctx;
+  coll_origin_t o = {ep->rank, COLL_CAUSE_DESTROYED, 0};
+  /* Every request was waited: the close fails nothing, it tells peers. */
+  coll__shm_close(ep, &o);
+  coll__shm_ep_free(ep);
+}
+
+static const coll_transport_ops_t shm_ops = {
+    .size = sizeof(coll_transport_ops_t),
+    .version = COLL_TRANSPORT_OPS_VERSION,
+    .name = "shm",
+    .isend = shm_isend,
+    .irecv = shm_irecv,
+    .wait = coll__shm_wait,
+    .abort = shm_abort,
+    .destroy = shm_destroy,
+};
+
+const coll_transport_ops_t *coll__shm_ops(void) { return &shm_ops; }

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* shm_wait.c: the `wait` slot. A waiter moves every pending request of
+ * the endpoint (coll__shm_progress), spins a few microseconds while
+ * nothing moves, then sleeps in the kernel on its doorbell and on its
+ * peers' sockets: a peer rings the doorbell only when this rank announced
+ * it sleeps, and a dead peer's socket hangs up. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "transport/shm/shm_int.h"
+
+/* A thread waiting behind the leader re-checks at least this often: a
+ * safety net only, every change is broadcast. */
+#define SHM_FOLLOWER_MAX_MS 50
+/* Pause instructions between two sched_yield calls while spinning. */
+#define SHM_SPINS_PER_YIELD 64
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Under ep->mu: one progress pass, broadcast to the other waiters when it
+ * moved anything. */
+static int pass(shm_ep_t *ep) {
+  int moved = coll__shm_progress(ep);
+  if (moved) pthread_cond_broadcast(&ep->cv);
+  return moved;
+}
+
+static void timed_wait(shm_ep_t *ep, int64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+}
+
+/* The leader's sleep: announce it, look one last time, then poll the
+ * doorbell and every live peer's socket for at most ms (< 0: no bound). */
+static void kernel_sleep(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
+  struct pollfd *fds = calloc((size_t)ep->world, sizeof *fds);
+  int *who = calloc((size_t)ep->world, sizeof *who);
+  int n = 0, ready = 0, idle;
+  if (fds == NULL || who == NULL) { /* cannot sleep: spin instead */
+    free(fds);
+    free(who);
+    return;
+  }
+  atomic_fetch_add(&ep->hdr->sleeping, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  pthread_mutex_lock(&ep->mu);
+  idle = !pass(ep) && !r->done;
+  fds[n++] = (struct pollfd){.fd = ep->bell, .events = POLLIN};
+  for (int p = 0; p < ep->world; p++)
+    if (p != ep->rank && ep->peers[p].lost == 0 && ep->peers[p].sock >= 0) {
+      who[n] = p;
+      fds[n++] = (struct pollfd){.fd = ep->peers[p].sock,
+                                 .events = POLLIN | POLLRDHUP};
+    }
+  pthread_mutex_unlock(&ep->mu);
+  if (idle && !atomic_load(&ep->aborted))
+    ready = poll(fds, (nfds_t)n, ms < 0 || ms > INT_MAX ? -1 : (int)ms);
+  atomic_fetch_sub(&ep->hdr->sleeping, 1);
+  if (ready > 0) {
+    uint64_t v;
+    if (fds[0].revents != 0 && read(ep->bell, &v, sizeof v) < 0) {
+      /* EAGAIN: another reader took it; nothing to do */
+    }
+    pthread_mutex_lock(&ep->mu);
+    /* Nothing is ever sent on these sockets after setup: any event is
+     * the peer's end. Our own abort shuts them down too; then the requests
+     * have failed already. */
+    for (int i = 1; i < n; i++)
+      if (fds[i].revents != 0 && !atomic_load(&ep->aborted))
+        coll__shm_peer_lost(ep, who[i]);
+    pthread_mutex_unlock(&ep->mu);
+  }
+  free(fds);
+  free(who);
+}
+
+/* Waits until something may have changed, for at most ms (< 0: no bound):
+ * as the leader in the kernel, or behind it on the condition variable. */
+static void sleep_once(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
+  pthread_mutex_lock(&ep->mu);
+  if (pass(ep) || r->done) {
+    pthread_mutex_unlock(&ep->mu);
+    return;
+  }
+  if (ep->leader) {
+    timed_wait(ep,
+               ms < 0 || ms > SHM_FOLLOWER_MAX_MS ? SHM_FOLLOWER_MAX_MS : ms);
+    pthread_mutex_unlock(&ep->mu);
+    return;
+  }
+  ep->leader = 1;
+  pthread_mutex_unlock(&ep->mu);
+  kernel_sleep(ep, r, ms);
+  pthread_mutex_lock(&ep->mu);
+  ep->leader = 0;
+  pthread_cond_broadcast(&ep->cv);
+  pthread_mutex_unlock(&ep->mu);
+}
+
+/* A zero-timeout look at the peers' sockets, for waits that never sleep. */
+static void check_peers(shm_ep_t *ep) {
+  struct pollfd pfd;
+  pthread_mutex_lock(&ep->mu);
+  for (int p = 0; p < ep->world; p++) {
+    if (p == ep->rank || ep->peers[p].lost || ep->peers[p].sock < 0) continue;
+    pfd =
+        (struct pollfd){.fd = ep->peers[p].sock, .events = POLLIN | POLLRDHUP};
+    if (poll(&pfd, 1, 0) > 0 && !atomic_load(&ep->aborted))
+      coll__shm_peer_lost(ep, p);
+  }
+  pthread_mutex_unlock(&ep->mu);
+}
+
+/* Reports a completed request and frees it; the text is copied under the
+ * lock (`why`). */
+static coll_status_t finish(shm_req_t *r, const char *why, size_t *len) {
+  coll_status_t s = r->status;
+  const char *dir = r->kind == SHM_SEND ? "send to" : "receive from";
+  switch (s) {
+    case COLL_OK:
+      if (len != NULL) *len = r->kind == SHM_SEND ? r->len : r->got;
+      break;
+    case COLL_ERR_LENGTH_MISMATCH:
+      if (len != NULL) *len = r->got;
+      coll_set_last_error(s,
+                          "shm: the message from rank %d on tag %u is %zu "
+                          "bytes, more than the receive's %zu",
+                          r->peer, r->tag, r->got, r->len);
+      break;
+    default:
+      coll_set_last_error(s, "shm: %s rank %d on tag %u: %s", dir, r->peer,
+                          r->tag, why);
+      break;
+  }
+  free(r);
+  return s;
+}
+
+coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
+                             size_t *len) {
+  shm_ep_t *ep = ctx;
+  shm_req_t *r = req;
+  int64_t deadline = timeout_ms > 0 ? coll__now_ms() + timeout_ms : -1;
+  uint64_t spin_from = coll__now_ns();
+  char why[sizeof ep->peers[0].why];
+  int checked = 0;
+  unsigned spins = 0;
+  for (;;) {
+    int moved, done;
+    int64_t left;
+    pthread_mutex_lock(&ep->mu);
+    moved = pass(ep);
+    done = r->done;
+    if (done && r->closed_here)
+      coll__shm_closed_text(ep, why, sizeof why);
+    else if (done)
+      memcpy(why, ep->peers[r->peer].why, sizeof why);
+    pthread_mutex_unlock(&ep->mu);
+    if (done) return finish(r, why, len);
+    if (timeout_ms == 0) {
+      if (checked) break;
+      check_peers(ep);
+      checked = 1;
+      continue;
+    }
+    left = deadline < 0 ? -1 : deadline - coll__now_ms();
+    if (deadline >= 0 && left <= 0) break;
+    if (moved) {
+      spin_from = coll__now_ns();
+      continue;
+    }
+    if (coll__now_ns() - spin_from < (uint64_t)ep->spin_ns) {
+      /* Now and then let another thread have the core: on a host with
+       * more runnable threads than cores, the peer this rank spins for
+       * may be waiting for exactly this one. */
+      if (++spins % SHM_SPINS_PER_YIELD == 0)
+        sched_yield();
+      else
+        cpu_relax();
+      continue;
+    }
+    sleep_once(ep, r, left);
+    spin_from = coll__now_ns();
+  }
+  return coll_set_last_error(COLL_ERR_TIMEOUT,
+                             "shm: %s rank %d on tag %u not complete after "
+                             "%lld ms",
+                             r->kind == SHM_SEND ? "send to" : "receive from",
+                             r->peer, r->tag, (long long)timeout_ms);
+}
