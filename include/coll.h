@@ -467,15 +467,15 @@ typedef struct coll_tcp_config {
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
  * returns its endpoint in *out (NULL on failure, with every socket and
- * thread it made gone). When every rank is on this host, the endpoint is
- * the shared-memory transport instead ("shm"; COLL_TRANSPORT: auto, tcp,
- * shm chooses, and shm across hosts is INVALID_ARG naming them). Blocks until
- * every rank arrived and connected, or cfg->timeout_ms (0: COLL_TIMEOUT_MS,
- * default 300 s) passed. Returns INVALID_ARG (config, COLL_TIMEOUT_MS, an
- * interface or host that does not exist), TIMEOUT (naming the ranks that never
- * came), PEER_LOST (a rank left during setup), PROTOCOL (a handshake failed:
- * another job, a wrong token), SYSTEM (the port is in use, a socket call
- * failed). One thread per call; each rank process calls it once. */
+ * thread it made gone). With COLL_TRANSPORT=auto and every rank on this
+ * host, or with shm, the endpoint is the shared-memory transport instead
+ * ("shm"; unset or tcp: TCP; shm across hosts is INVALID_ARG naming them).
+ * Blocks until every rank arrived and connected, or cfg->timeout_ms (0:
+ * COLL_TIMEOUT_MS, default 300 s) passed. Returns INVALID_ARG (config,
+ * COLL_TIMEOUT_MS, an interface or host that does not exist), TIMEOUT (naming
+ * the ranks that never came), PEER_LOST (a rank left during setup), PROTOCOL (a
+ * handshake failed: another job, a wrong token), SYSTEM (the port is in use, a
+ * socket call failed). One thread per call; each rank process calls it once. */
 COLL_API coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
                                        coll_transport_t **out);
 
@@ -500,7 +500,7 @@ COLL_API coll_status_t coll_comm_create(coll_transport_t *t,
  * used and the others are ignored; half a pair is an error. MASTER_ADDR
  * and MASTER_PORT (rank 0's host and a free port there) are required under
  * every launcher; COLL_* knobs apply. The transport of coll_tcp_create
- * for host buffers (shared memory when all ranks share a host); with the NCCL
+ * for host buffers (TCP, or shared memory: see COLL_TRANSPORT); with the NCCL
  * backend built and a GPU present, an NCCL comm whose unique id travels through
  * the same rendezvous store (COLL_BACKEND chooses). cfg may be NULL. *out is
  * the comm, NULL on failure, with nothing left behind (sockets, threads, the

@@ -69,8 +69,8 @@
   X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
     "collectives the flight recorder keeps per comm (256; 0: off)")           \
   X(TRANSPORT, "COLL_TRANSPORT",                                              \
-    "process transport: auto (default: shm when all ranks share a host), "    \
-    "tcp, shm")                                                               \
+    "process transport: tcp (default), auto (shm when all ranks share a "     \
+    "host), shm")                                                             \
   X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                          \
     "shm transport: microseconds a waiter spins before it sleeps (50)")       \
   X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \

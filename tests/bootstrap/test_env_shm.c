@@ -290,7 +290,18 @@ static void test_shm_4(void **state) {
 
 static void test_auto_3(void **state) {
   (void)state;
-  collectives_case(3, NULL);
+  collectives_case(3, "auto");
+}
+
+/* Unset is TCP for now (README, "One host: shared memory"). */
+static void test_unset_is_tcp(void **state) {
+  rank_out_t *out = shared_out();
+  int st[MAX_RANKS];
+  job_t j = {2, 0, NULL, -1, -1, -1, 1, NULL, 0};
+  (void)state;
+  run_job(&j, out, st);
+  expect_all_ok(&j, out, st, "tcp");
+  munmap(out, sizeof *out * MAX_RANKS);
 }
 
 static void test_killed_mid_collective(void **state) {
@@ -344,7 +355,7 @@ static void test_shm_across_hosts_refused(void **state) {
 static void test_auto_across_hosts_tcp(void **state) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
-  job_t j = {2, 0, NULL, 1, -1, -1, 1, NULL, 0};
+  job_t j = {2, 0, "auto", 1, -1, -1, 1, NULL, 0};
   (void)state;
   run_job(&j, out, st);
   expect_all_ok(&j, out, st, "tcp");
@@ -397,6 +408,7 @@ int main(void) {
       cmocka_unit_test(test_shm_3),
       cmocka_unit_test(test_shm_4),
       cmocka_unit_test(test_auto_3),
+      cmocka_unit_test(test_unset_is_tcp),
       cmocka_unit_test(test_killed_mid_collective),
       cmocka_unit_test(test_aborted_mid_collective),
       cmocka_unit_test(test_shm_across_hosts_refused),
