@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -103,6 +104,27 @@ void checkSame(const at::Tensor &a, const at::Tensor &b, const char *what) {
 }
 
 void *ptr(const at::Tensor &t) { return t.data_ptr(); }
+
+using IssueFn =
+    std::function<coll_status_t(coll_comm_t *, coll_request_t **, size_t *)>;
+
+// The issue steps that the list and the flat ("_base") forms share: the
+// tensors are captured, so they live until the call ended.
+IssueFn issueAllgather(at::Tensor in, at::Tensor out, coll_dtype_t dt,
+                       size_t count) {
+  return [in, out, dt, count](coll_comm_t *c, coll_request_t **req, size_t *) {
+    return coll_iallgather(c, ptr(in), ptr(out), count, dt, nullptr, req);
+  };
+}
+
+IssueFn issueReduceScatter(at::Tensor in, at::Tensor out, coll_dtype_t dt,
+                           size_t count, coll_op_t op) {
+  return
+      [in, out, dt, count, op](coll_comm_t *c, coll_request_t **req, size_t *) {
+        return coll_ireduce_scatter(c, ptr(in), ptr(out), count, dt, op,
+                                    nullptr, req);
+      };
+}
 
 }  // namespace
 
@@ -484,10 +506,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::allgather(
   at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
   auto job = newJob(rank_, c10d::OpType::ALLGATHER, what, outs,
                     timeoutOf(opts.timeout), abort_);
-  job->issue = [in, flat, dt, count](coll_comm_t *c, coll_request_t **req,
-                                     size_t *) {
-    return coll_iallgather(c, ptr(in), ptr(flat), count, dt, nullptr, req);
-  };
+  job->issue = issueAllgather(in, flat, dt, count);
   int64_t n = in.numel();
   job->done = [outs, flat, n](size_t) {
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -513,10 +532,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::_allgather_base(
   at::Tensor in = input, out = output;
   auto job = newJob(rank_, c10d::OpType::_ALLGATHER_BASE, what, {out},
                     timeoutOf(opts.timeout), abort_);
-  job->issue = [in, out, dt, count](coll_comm_t *c, coll_request_t **req,
-                                    size_t *) {
-    return coll_iallgather(c, ptr(in), ptr(out), count, dt, nullptr, req);
-  };
+  job->issue = issueAllgather(in, out, dt, count);
   return submit(std::move(job));
 }
 
@@ -551,11 +567,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::reduce_scatter(
   at::Tensor flat = at::cat(flat_parts);
   auto job = newJob(rank_, c10d::OpType::REDUCE_SCATTER, what, {out},
                     timeoutOf(opts.timeout), abort_);
-  job->issue = [flat, out, dt, count, op](coll_comm_t *c, coll_request_t **req,
-                                          size_t *) {
-    return coll_ireduce_scatter(c, ptr(flat), ptr(out), count, dt, op, nullptr,
-                                req);
-  };
+  job->issue = issueReduceScatter(flat, out, dt, count, op);
   return submit(std::move(job));
 }
 
@@ -575,11 +587,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupColl::_reduce_scatter_base(
   at::Tensor in = input, out = output;
   auto job = newJob(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, what, {out},
                     timeoutOf(opts.timeout), abort_);
-  job->issue = [in, out, dt, count, op](coll_comm_t *c, coll_request_t **req,
-                                        size_t *) {
-    return coll_ireduce_scatter(c, ptr(in), ptr(out), count, dt, op, nullptr,
-                                req);
-  };
+  job->issue = issueReduceScatter(in, out, dt, count, op);
   return submit(std::move(job));
 }
 

@@ -16,6 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <setjmp.h>
+#include <stdarg.h>
+
+#include <cmocka.h>
+
 #include "test_util.h"
 
 int bt_store_setup(void **state) {
@@ -204,4 +209,24 @@ int bt_wait_child(pid_t pid, int64_t timeout_ms) {
     }
     test_sleep_ms(5);
   }
+}
+
+void bt_expect_same_failure(const coll_status_t *s,
+                            const char (*why)[COLL_ERRMSG_MAX],
+                            const int *ranks, int n, coll_status_t want) {
+  int k;
+  for (k = 0; k < n; k++) {
+    int r = ranks[k];
+    if (s[r] != want)
+      fail_msg("rank %d: %s, expected %s: %s", r, coll_status_name(s[r]),
+               coll_status_name(want), why[r]);
+    if (strcmp(why[r], why[ranks[0]]) != 0)
+      fail_msg("rank %d and rank %d differ:\n  %s\n  %s", ranks[0], r,
+               why[ranks[0]], why[r]);
+  }
+  printf("every rank: %s\n", why[ranks[0]]);
+}
+
+void bt_must_contain(const char *text, const char *part) {
+  if (strstr(text, part) == NULL) fail_msg("'%s' is not in: %s", part, text);
 }

@@ -12,6 +12,7 @@
 #include "bootstrap/store/store.h"
 #include "bootstrap/store/store_ext.h"
 #include "bootstrap/store/store_proto.h"
+#include "core/error.h"
 
 /* A store server on 127.0.0.1 (ephemeral port) for a test case: cmocka
  * setup/teardown; *state is a bt_store_t. */
@@ -45,6 +46,15 @@ int bt_read_reply(int fd, coll_store_hdr_t *h, char *body, size_t cap);
 /* 1 if the peer closed fd within timeout_ms (reads and drops data), 0 if
  * it is still open then. */
 int bt_closed_within(int fd, int64_t timeout_ms);
+
+/* Fails the test unless every rank in ranks[0..n) returned status `want`
+ * with the same text (s[] and why[] indexed by rank), then prints it:
+ * the all-or-nothing setup's promise. */
+void bt_expect_same_failure(const coll_status_t *s,
+                            const char (*why)[COLL_ERRMSG_MAX],
+                            const int *ranks, int n, coll_status_t want);
+/* Fails the test unless `part` is in `text`. */
+void bt_must_contain(const char *text, const char *part);
 
 /* Forks a child that runs fn(arg) and _exits with its return value. */
 pid_t bt_fork(int (*fn)(void *), void *arg);

@@ -71,23 +71,10 @@ static void reset_hooks(void) {
 }
 
 /* Every rank in `ranks` failed with status s and the very same text. */
+/* Every rank in ranks: status s and one text (bt_expect_same_failure). */
 static void assert_same_failure(const job_t *j, const int *ranks, int n,
                                 coll_status_t s) {
-  int k;
-  for (k = 0; k < n; k++) {
-    int r = ranks[k];
-    if (j->s[r] != s)
-      fail_msg("rank %d: status %d (%s), expected %d: %s", r, j->s[r],
-               coll_strerror(j->s[r]), s, j->why[r]);
-    if (strcmp(j->why[r], j->why[ranks[0]]) != 0)
-      fail_msg("rank %d and rank %d differ:\n  %s\n  %s", ranks[0], r,
-               j->why[ranks[0]], j->why[r]);
-  }
-  printf("every rank: %s\n", j->why[ranks[0]]);
-}
-
-static void must_contain(const char *text, const char *part) {
-  if (strstr(text, part) == NULL) fail_msg("'%s' is not in: %s", part, text);
+  bt_expect_same_failure(j->s, j->why, ranks, n, s);
 }
 
 /* Rank 2 publishes a port nobody listens on: only the link 2-3 (rank 3
@@ -113,11 +100,11 @@ static void test_one_link_down(void **state) {
   test_run_ranks(WORLD, rank_thread, &j, 60000, "one link down");
   reset_hooks();
   assert_same_failure(&j, all, WORLD, COLL_ERR_TIMEOUT);
-  must_contain(j.why[0], "setup failed on 2 of 4 ranks (ranks 2, 3)");
+  bt_must_contain(j.why[0], "setup failed on 2 of 4 ranks (ranks 2, 3)");
   /* Each end names the other, and the dialler says why. */
-  must_contain(j.why[0], "none from ranks 3");
-  must_contain(j.why[0], "no connection to ranks 2 (rank 2 at ");
-  must_contain(j.why[0], "onnection refused");
+  bt_must_contain(j.why[0], "none from ranks 3");
+  bt_must_contain(j.why[0], "no connection to ranks 2 (rank 2 at ");
+  bt_must_contain(j.why[0], "onnection refused");
   close(dead_fd);
 }
 
@@ -139,8 +126,8 @@ static void test_version_mismatch(void **state) {
   test_run_ranks(WORLD, rank_thread, &j, 30000, "version mismatch");
   reset_hooks();
   assert_same_failure(&j, all, WORLD, COLL_ERR_PROTOCOL);
-  must_contain(j.why[0], "rank 2 runs libcoll 0.2.0 wire 2");
-  must_contain(j.why[0], "ranks 0, 1, 3 run libcoll ");
+  bt_must_contain(j.why[0], "rank 2 runs libcoll 0.2.0 wire 2");
+  bt_must_contain(j.why[0], "ranks 0, 1, 3 run libcoll ");
 }
 
 /* ---- a rank process that exits during setup ------------------------------
@@ -205,9 +192,9 @@ static void exits_at(const char *phase) {
   static const int others[3] = {0, 1, 3};
   proc_job_t *p = run_exit(2, phase);
   assert_same_failure(&p->j, others, 3, COLL_ERR_TIMEOUT);
-  must_contain(p->j.why[0],
-               "rank 2: it did not report its setup outcome (it died or "
-               "hangs)");
+  bt_must_contain(p->j.why[0],
+                  "rank 2: it did not report its setup outcome (it died or "
+                  "hangs)");
   munmap(p, sizeof *p);
 }
 
@@ -235,7 +222,7 @@ static void test_store_dies_after_mesh(void **state) {
   for (r = 1; r < WORLD; r++) {
     if (p->j.s[r] == COLL_OK) fail_msg("rank %d returned OK", r);
     printf("rank %d: %s\n", r, p->j.why[r]);
-    must_contain(p->j.why[r], "lost the rendezvous store on rank 0");
+    bt_must_contain(p->j.why[r], "lost the rendezvous store on rank 0");
   }
   munmap(p, sizeof *p);
 }

@@ -94,23 +94,10 @@ static void free_job(job_t *j) {
 }
 
 /* Every rank in `ranks` failed with status s and the very same text. */
+/* Every rank in ranks: status s and one text (bt_expect_same_failure). */
 static void assert_same_failure(const job_t *j, const int *ranks, int n,
                                 coll_status_t s) {
-  int k;
-  for (k = 0; k < n; k++) {
-    int r = ranks[k];
-    if (j->s[r] != s)
-      fail_msg("rank %d: %s, expected %s: %s", r, coll_status_name(j->s[r]),
-               coll_status_name(s), j->why[r]);
-    if (strcmp(j->why[r], j->why[ranks[0]]) != 0)
-      fail_msg("rank %d and rank %d differ:\n  %s\n  %s", ranks[0], r,
-               j->why[ranks[0]], j->why[r]);
-  }
-  printf("every rank: %s\n", j->why[ranks[0]]);
-}
-
-static void must_contain(const char *text, const char *part) {
-  if (strstr(text, part) == NULL) fail_msg("'%s' is not in: %s", part, text);
+  bt_expect_same_failure(j->s, j->why, ranks, n, s);
 }
 
 /* The hooks off, the sums right on every rank: the baseline the failures
@@ -140,10 +127,10 @@ static void test_version_mismatch(void **state) {
   coll__rdv_test_hooks.claim_wire = 2;
   test_run_ranks(WORLD, rank_main, j, 30000, "version mismatch");
   assert_same_failure(j, all, WORLD, COLL_ERR_PROTOCOL);
-  must_contain(j->why[0],
-               "comm_init_store: store bootstrap: ranks built or configured "
-               "incompatibly: rank 2 runs libcoll 0.2.0 wire 2");
-  must_contain(j->why[0], "ranks 0, 1, 3 run libcoll ");
+  bt_must_contain(j->why[0],
+                  "comm_init_store: store bootstrap: ranks built or configured "
+                  "incompatibly: rank 2 runs libcoll 0.2.0 wire 2");
+  bt_must_contain(j->why[0], "ranks 0, 1, 3 run libcoll ");
   assert_false(test_kv_peek(j->kv, "coll/addr/0", val, sizeof val));
   free_job(j);
 }
@@ -166,11 +153,11 @@ static void test_one_link_down(void **state) {
   coll__rdv_test_hooks.publish_addr = bogus;
   test_run_ranks(WORLD, rank_main, j, 60000, "one link down");
   assert_same_failure(j, all, WORLD, COLL_ERR_TIMEOUT);
-  must_contain(j->why[0],
-               "comm_init_store: setup failed on 2 of 4 ranks (ranks 2, 3)");
-  must_contain(j->why[0], "none from ranks 3");
-  must_contain(j->why[0], "no connection to ranks 2 (rank 2 at ");
-  must_contain(j->why[0], "onnection refused");
+  bt_must_contain(j->why[0],
+                  "comm_init_store: setup failed on 2 of 4 ranks (ranks 2, 3)");
+  bt_must_contain(j->why[0], "none from ranks 3");
+  bt_must_contain(j->why[0], "no connection to ranks 2 (rank 2 at ");
+  bt_must_contain(j->why[0], "onnection refused");
   close(dead_fd);
   free_job(j);
 }
@@ -184,9 +171,10 @@ static void test_rank_never_arrives(void **state) {
   j->absent = 3;
   test_run_ranks(WORLD, rank_main, j, 60000, "rank 3 absent");
   assert_same_failure(j, others, 3, COLL_ERR_TIMEOUT);
-  must_contain(j->why[0],
-               "comm_init_store: store bootstrap: 1 of 4 ranks did not arrive "
-               "within 1000 ms (no coll/compat/<rank> in the store): rank 3");
+  bt_must_contain(
+      j->why[0],
+      "comm_init_store: store bootstrap: 1 of 4 ranks did not arrive "
+      "within 1000 ms (no coll/compat/<rank> in the store): rank 3");
   free_job(j);
 }
 
