@@ -86,23 +86,8 @@ class InternalError(CollError, RuntimeError):
     status = 12
 
 
-BY_STATUS = {
-    cls.status: cls
-    for cls in (
-        InvalidArgError,
-        NoMemoryError,
-        UnsupportedError,
-        NotAvailableError,
-        AbortedError,
-        TimeoutError,
-        PeerLostError,
-        ProtocolError,
-        LengthMismatchError,
-        BackendError,
-        SystemCallError,
-        InternalError,
-    )
-}
+# Every class above, by its status: derived, so a class added is found.
+BY_STATUS = {cls.status: cls for cls in CollError.__subclasses__()}
 
 
 def error(status, where="", detail=None):
