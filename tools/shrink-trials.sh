@@ -39,6 +39,7 @@ rank_pid() {
 good=0
 for ((t = 1; t <= trials; t++)); do
   log=$out/trial.$t
+  : >"$log"
   "$run" -n "$world" --keep-going --timeout 120 "$prog" --steps "$steps" \
     --step-ms "$step_ms" >"$log" 2>&1 &
   runpid=$!

@@ -30,8 +30,9 @@
  * the ranks saw in step 1. A rank that is only slow is never taken for
  * lost (losses are seen as closed links, never as silence), which is what
  * the argument needs; silence only ever ends a rank's shrink with an
- * error. A rank whose HELLO came late is merely left out of E, and learns
- * it from E itself. */
+ * error. A rank whose HELLO came late is left out of the estimates of the
+ * rounds before its own (it is in E only if its own round comes first),
+ * and learns from E whether it is a member. */
 #include "algo/shrink_agree.h"
 
 #include <stdio.h>

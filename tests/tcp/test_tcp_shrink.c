@@ -252,6 +252,31 @@ static void test_death_during_rounds(void **state) {
   }
 }
 
+/* Without COLL_ELASTIC=1 a TCP comm keeps no control connections: shrink
+ * is refused and says what to set; a value other than 0 or 1 is refused
+ * when the transport is made. */
+static void test_not_elastic(void **state) {
+  tt_job_t job;
+  coll_transport_t *t = NULL;
+  coll_comm_t *c = NULL, *nc = NULL;
+  coll_status_t s;
+  (void)state;
+  assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
+  unsetenv("COLL_ELASTIC");
+  assert_int_equal(tt_create(&job, 0, 1, &t), COLL_OK);
+  assert_int_equal(coll_comm_create(t, NULL, &c), COLL_OK);
+  s = coll_comm_shrink(c, NULL, &nc);
+  assert_int_equal(s, COLL_ERR_NOT_AVAILABLE);
+  assert_non_null(strstr(coll_last_error(), "COLL_ELASTIC=1"));
+  assert_null(nc);
+  coll_comm_destroy(c);
+  setenv("COLL_ELASTIC", "2", 1);
+  assert_int_equal(tt_create(&job, 0, 1, &t), COLL_ERR_INVALID_ARG);
+  assert_non_null(strstr(coll_last_error(), "COLL_ELASTIC"));
+  unsetenv("COLL_ELASTIC");
+  tt_job_fini(&job);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kill9_each_rank),
@@ -260,6 +285,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_late_rank_refused),
       cmocka_unit_test(test_death_before_hello),
       cmocka_unit_test(test_death_during_rounds),
+      cmocka_unit_test(test_not_elastic),
   };
   (void)argc;
   (void)argv;
