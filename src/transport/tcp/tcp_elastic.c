@@ -131,6 +131,7 @@ coll_status_t coll__tcp_elastic_setup(tcp_transport_t *t,
   if (el == NULL) return coll__err(COLL_ERR_NO_MEMORY, "tcp: out of memory");
   t->el = el;
   el->ctl = malloc((size_t)t->world * sizeof *el->ctl);
+  for (i = 0; el->ctl != NULL && i < t->world; i++) el->ctl[i] = -1;
   book.addr = calloc((size_t)t->world, sizeof *book.addr);
   el->job_id = dup_text(o->job_id);
   el->token =
@@ -140,7 +141,6 @@ coll_status_t coll__tcp_elastic_setup(tcp_transport_t *t,
     s = coll__err(COLL_ERR_NO_MEMORY, "tcp: out of memory");
     goto out;
   }
-  for (i = 0; i < t->world; i++) el->ctl[i] = -1;
   snprintf(el->bind_ip, sizeof el->bind_ip, "%s", o->bind_ip);
   el->timeout_ms = o->timeout_ms;
   el->x = *x;
