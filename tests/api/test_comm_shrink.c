@@ -216,6 +216,32 @@ static void test_bad_arguments(void **state) {
   coll_comm_destroy(mb[0]);
 }
 
+/* The config's abort handle becomes the new comm's: aborting it ends a
+ * collective on the new comm. */
+static void test_config_abort_handle(void **state) {
+  coll_transport_t *t[2];
+  coll_comm_t *c[2], *nc = NULL;
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_abort_handle_t *h = NULL;
+  float x = 1;
+  (void)state;
+  assert_int_equal(coll_inproc_create(2, t), COLL_OK);
+  assert_int_equal(coll_comm_create(t[0], NULL, &c[0]), COLL_OK);
+  assert_int_equal(coll_comm_create(t[1], NULL, &c[1]), COLL_OK);
+  /* Rank 1 leaves: rank 0 shrinks to a world of one. */
+  coll_comm_destroy(c[1]);
+  assert_int_equal(coll_abort_handle_create(&h), COLL_OK);
+  cfg.abort_handle = h;
+  assert_int_equal(coll_comm_shrink(c[0], &cfg, &nc), COLL_OK);
+  assert_int_equal(coll_comm_size(nc), 1);
+  coll_abort(h);
+  expect_err(coll_allreduce(nc, &x, &x, 1, COLL_F32, COLL_SUM, NULL),
+             COLL_ERR_ABORTED, "aborted");
+  coll_abort_handle_release(h);
+  coll_comm_destroy(nc);
+  coll_comm_destroy(c[0]);
+}
+
 /* A request not yet waited for: refused before the agreement, and the
  * comm still shrinks once it was waited. */
 static void test_pending_request(void **state) {
@@ -256,6 +282,7 @@ int main(void) {
       cmocka_unit_test(test_late_rank_refused),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_pending_request),
+      cmocka_unit_test(test_config_abort_handle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
