@@ -630,7 +630,9 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
  * the others left out (one that joined after half of the timeout may be)
  * gets an error, never a comm. A rank that is lost (its process died, it
  * destroyed its comm, or its owner called coll_abort) is left out at once; one
- * that is alive but never calls shrink holds the others until the timeout. CPU
+ * that is alive but never calls shrink holds the others until the timeout.
+ * Over TCP, when a member dies before the survivors' mesh is up, the mesh
+ * fails within half of the time left and the survivors agree again. CPU
  * comms over TCP with COLL_ELASTIC=1 on every rank, and over the in-process
  * transport, can shrink; the shared-memory transport and a third party's cannot
  * (NOT_AVAILABLE). cfg as for coll_comm_create (NULL: defaults; its abort
