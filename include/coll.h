@@ -620,6 +620,35 @@ COLL_API coll_status_t coll_comm_init_store(const coll_store_ops_t *store,
  * while another thread aborts the comm. NULL is a no-op. One thread per
  * comm, as its last call. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
+/* Shrink and continue: after a failure (a rank died, left or was aborted,
+ * and the comm's calls now fail), every surviving rank calls this on its
+ * comm; they agree on who is alive and each gets *newcomm, a comm of the
+ * survivors on the same transport, renumbered in the order of their old
+ * ranks. On a healthy comm every rank that calls it survives: the same
+ * world, the same numbering. The agreement holds whatever dies during it:
+ * every rank that gets a comm gets the same member list, and a rank that
+ * the others left out (one that joined after half of the timeout may be)
+ * gets an error, never a comm. A rank that is lost (its process died, it
+ * destroyed its comm, or its owner called coll_abort) is left out at once; one
+ * that is alive but never calls shrink holds the others until the timeout.
+ * Over TCP, when a member dies before the survivors' mesh is up, the mesh
+ * fails within half of the time left and the survivors agree again. CPU
+ * comms over TCP with COLL_ELASTIC=1 on every rank, and over the in-process
+ * transport, can shrink; the shared-memory transport and a third party's cannot
+ * (NOT_AVAILABLE). cfg as for coll_comm_create (NULL: defaults; its abort
+ * handle, if any, becomes the new comm's; its timeout, else comm's, bounds the
+ * whole shrink). comm stays the caller's: after shrink its collectives fail
+ * (the call ended this rank's part in it), and it may only be queried and
+ * destroyed, after newcomm or before. Returns INVALID_ARG (NULL comm or
+ * newcomm, a bad config, an abort handle in use, requests on comm not yet
+ * waited for, a comm shrunk before), NOT_AVAILABLE (naming the backend or
+ * transport), ABORTED (this rank's comm was aborted: it left), PEER_LOST (the
+ * survivors left this rank out), TIMEOUT (a rank that is neither lost nor
+ * shrinking), and the statuses of coll_comm_create. Blocks until the survivors'
+ * new comm is connected. One thread per comm, on every survivor. */
+COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm,
+                                        const coll_comm_config_t *cfg,
+                                        coll_comm_t **newcomm);
 /* This comm's rank and the number of ranks; -1 for NULL. Any thread. */
 COLL_API int coll_comm_rank(const coll_comm_t *c);
 COLL_API int coll_comm_size(const coll_comm_t *c);

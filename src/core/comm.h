@@ -53,6 +53,14 @@ typedef struct coll_backend_ops {
    * descriptor agreement). It may take the guard itself, only around an
    * enqueue, and must return promptly once the comm is aborted. */
   coll_status_t (*prepare)(coll_comm_t *c, const coll_work_t *w);
+  /* Optional (NULL: COLL_ERR_NOT_AVAILABLE naming the backend): after a
+   * failure, or on a healthy comm, agrees with the other ranks that call
+   * it on who survives and makes *out, their comm, renumbered, on the same
+   * transport (coll_comm_shrink; the API layer checked the arguments and
+   * that c is not aborted). cfg as for the constructors. c stays the
+   * caller's. One thread per comm. */
+  coll_status_t (*shrink)(coll_comm_t *c, const coll_comm_config_t *cfg,
+                          coll_comm_t **out);
 } coll_backend_ops_t;
 
 struct coll_abort_handle {

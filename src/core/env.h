@@ -17,66 +17,69 @@
 
 /* X(id, name, meaning). The README's table mirrors this list; the
  * `coll-perf --env` option prints it. */
-#define COLL_ENV_MAP(X)                                                       \
-  X(RANK, "RANK", "this process's rank, 0..WORLD_SIZE-1 (env:// init)")       \
-  X(WORLD_SIZE, "WORLD_SIZE", "number of ranks in the job (env:// init)")     \
-  X(LOCAL_RANK, "LOCAL_RANK", "rank within this host; picks the CUDA device") \
-  X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE",                                     \
-    "ranks on this host; above its CUDA device count, auto picks CPU")        \
-  X(OMPI_RANK, "OMPI_COMM_WORLD_RANK",                                        \
-    "rank under Open MPI's mpirun, when RANK is unset")                       \
-  X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE",                                        \
-    "world size under Open MPI's mpirun, when WORLD_SIZE is unset")           \
-  X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK",                            \
-    "rank within this host under mpirun, when LOCAL_RANK is unset")           \
-  X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE",                            \
-    "ranks on this host under mpirun, when LOCAL_WORLD_SIZE is unset")        \
-  X(PMI_RANK, "PMI_RANK", "rank under a PMI launcher (MPICH, Intel MPI)")     \
-  X(PMI_SIZE, "PMI_SIZE", "world size under a PMI launcher")                  \
-  X(SLURM_PROCID, "SLURM_PROCID", "rank under Slurm's srun")                  \
-  X(SLURM_NTASKS, "SLURM_NTASKS", "world size under Slurm's srun")            \
-  X(SLURM_LOCALID, "SLURM_LOCALID", "rank within this node under srun")       \
-  X(SLURM_NODEID, "SLURM_NODEID",                                             \
-    "this node's index in the step, for SLURM_STEP_TASKS_PER_NODE")           \
-  X(SLURM_STEP_TASKS_PER_NODE, "SLURM_STEP_TASKS_PER_NODE",                   \
-    "tasks per node of the srun step (\"2(x3),1\"): local world size")        \
-  X(MASTER_ADDR, "MASTER_ADDR", "host of rank 0's rendezvous store")          \
-  X(MASTER_PORT, "MASTER_PORT", "port of rank 0's rendezvous store")          \
-  X(DEBUG, "COLL_DEBUG", "log level: NONE, WARN (default), INFO, TRACE")      \
-  X(SOCKET_IFNAME, "COLL_SOCKET_IFNAME",                                      \
-    "interface to listen on; default: the one that reaches MASTER_ADDR")      \
-  X(TIMEOUT_MS, "COLL_TIMEOUT_MS",                                            \
-    "default bound on every wait of a comm, ms (default " COLL_ENV_XSTR_(     \
-        COLL_DEFAULT_TIMEOUT_MS) ")")                                         \
-  X(AUTH_TOKEN, "COLL_AUTH_TOKEN",                                            \
-    "shared secret checked by the store and transport handshakes")            \
-  X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                        \
-    "path or name of libnccl to load (default libnccl.so.2)")                 \
-  X(ALGO, "COLL_ALGO",                                                        \
-    "allreduce algorithm: auto (default), ring, rd (recursive doubling)")     \
-  X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                    \
-    "bytes from which auto picks the ring over recursive doubling")           \
-  X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                      \
-    "pipeline segment of the CPU ring, bytes (1 MiB; 256 KiB in-process)")    \
-  X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                    \
-    "1 (default): ranks verify they agree on count/dtype/op; 0: skip")        \
-  X(SIMD, "COLL_SIMD",                                                        \
-    "reduction kernels: auto (default), scalar, avx2, avx512")                \
-  X(BACKEND, "COLL_BACKEND",                                                  \
-    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")  \
-  X(TRACE_FILE, "COLL_TRACE_FILE",                                            \
-    "flight recorder file; %r rank, %p pid, %c comm number (unset: off)")     \
-  X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
-    "collectives the flight recorder keeps per comm (256; 0: off)")           \
-  X(TRANSPORT, "COLL_TRANSPORT",                                              \
-    "process transport: tcp (default), auto (shm when all ranks share a "     \
-    "host), shm")                                                             \
-  X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                          \
-    "shm transport: microseconds a waiter spins before it sleeps (50)")       \
+#define COLL_ENV_MAP(X)                                                         \
+  X(RANK, "RANK", "this process's rank, 0..WORLD_SIZE-1 (env:// init)")         \
+  X(WORLD_SIZE, "WORLD_SIZE", "number of ranks in the job (env:// init)")       \
+  X(LOCAL_RANK, "LOCAL_RANK", "rank within this host; picks the CUDA device")   \
+  X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE",                                       \
+    "ranks on this host; above its CUDA device count, auto picks CPU")          \
+  X(OMPI_RANK, "OMPI_COMM_WORLD_RANK",                                          \
+    "rank under Open MPI's mpirun, when RANK is unset")                         \
+  X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE",                                          \
+    "world size under Open MPI's mpirun, when WORLD_SIZE is unset")             \
+  X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK",                              \
+    "rank within this host under mpirun, when LOCAL_RANK is unset")             \
+  X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE",                              \
+    "ranks on this host under mpirun, when LOCAL_WORLD_SIZE is unset")          \
+  X(PMI_RANK, "PMI_RANK", "rank under a PMI launcher (MPICH, Intel MPI)")       \
+  X(PMI_SIZE, "PMI_SIZE", "world size under a PMI launcher")                    \
+  X(SLURM_PROCID, "SLURM_PROCID", "rank under Slurm's srun")                    \
+  X(SLURM_NTASKS, "SLURM_NTASKS", "world size under Slurm's srun")              \
+  X(SLURM_LOCALID, "SLURM_LOCALID", "rank within this node under srun")         \
+  X(SLURM_NODEID, "SLURM_NODEID",                                               \
+    "this node's index in the step, for SLURM_STEP_TASKS_PER_NODE")             \
+  X(SLURM_STEP_TASKS_PER_NODE, "SLURM_STEP_TASKS_PER_NODE",                     \
+    "tasks per node of the srun step (\"2(x3),1\"): local world size")          \
+  X(MASTER_ADDR, "MASTER_ADDR", "host of rank 0's rendezvous store")            \
+  X(MASTER_PORT, "MASTER_PORT", "port of rank 0's rendezvous store")            \
+  X(DEBUG, "COLL_DEBUG", "log level: NONE, WARN (default), INFO, TRACE")        \
+  X(SOCKET_IFNAME, "COLL_SOCKET_IFNAME",                                        \
+    "interface to listen on; default: the one that reaches MASTER_ADDR")        \
+  X(TIMEOUT_MS, "COLL_TIMEOUT_MS",                                              \
+    "default bound on every wait of a comm, ms (default " COLL_ENV_XSTR_(       \
+        COLL_DEFAULT_TIMEOUT_MS) ")")                                           \
+  X(AUTH_TOKEN, "COLL_AUTH_TOKEN",                                              \
+    "shared secret checked by the store and transport handshakes")              \
+  X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                          \
+    "path or name of libnccl to load (default libnccl.so.2)")                   \
+  X(ALGO, "COLL_ALGO",                                                          \
+    "allreduce algorithm: auto (default), ring, rd (recursive doubling)")       \
+  X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                      \
+    "bytes from which auto picks the ring over recursive doubling")             \
+  X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
+    "pipeline segment of the CPU ring, bytes (1 MiB; 256 KiB in-process)")      \
+  X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                      \
+    "1 (default): ranks verify they agree on count/dtype/op; 0: skip")          \
+  X(SIMD, "COLL_SIMD",                                                          \
+    "reduction kernels: auto (default), scalar, avx2, avx512")                  \
+  X(BACKEND, "COLL_BACKEND",                                                    \
+    "coll_comm_init_env backend: auto (default: NCCL if usable), cpu, nccl")    \
+  X(TRACE_FILE, "COLL_TRACE_FILE",                                              \
+    "flight recorder file; %r rank, %p pid, %c comm number (unset: off)")       \
+  X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                        \
+    "collectives the flight recorder keeps per comm (256; 0: off)")             \
+  X(TRANSPORT, "COLL_TRANSPORT",                                                \
+    "process transport: tcp (default), auto (shm when all ranks share a "       \
+    "host), shm")                                                               \
+  X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                            \
+    "shm transport: microseconds a waiter spins before it sleeps (50)")         \
   X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \
     "TCP: a peer silent this long while a call waits on it is unresponsive, " \
     "ms (default " COLL_ENV_XSTR_(COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS) "; 0: "  \
-    "off)")
+    "off)") \
+  X(ELASTIC, "COLL_ELASTIC",                                                    \
+    "TCP: 1 keeps a control connection per peer so coll_comm_shrink works "     \
+    "after a failure (0, the default: none)")
 
 typedef enum coll_env {
 #define COLL_ENV_ENUM_(id, name, meaning) COLL_ENV_##id,

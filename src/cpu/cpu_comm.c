@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_comm.c: creating, aborting and destroying CPU ring comms. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "cpu/cpu_comm.h"
@@ -27,7 +29,37 @@
 static void cpu_abort(coll_comm_t *c) {
   coll_cpu_t *cpu = c->be;
   atomic_store(&cpu->aborted, 1);
+  /* An aborted rank never shrinks: the others must not wait for it. */
+  coll__t_leave(cpu->t);
   coll__t_abort(cpu->t);
+}
+
+/* The comm's own timeout unless cfg sets one. */
+static int64_t shrink_timeout_ms(const coll_comm_t *c,
+                                 const coll_comm_config_t *cfg) {
+  if (cfg != NULL &&
+      cfg->size >= offsetof(coll_comm_config_t, timeout_ms) + sizeof(int64_t) &&
+      cfg->timeout_ms != 0)
+    return cfg->timeout_ms;
+  return c->timeout_ms;
+}
+
+static coll_status_t cpu_shrink(coll_comm_t *c, const coll_comm_config_t *cfg,
+                                coll_comm_t **out) {
+  coll_cpu_t *cpu = c->be;
+  coll_transport_t *nt = NULL;
+  int pending;
+  coll_status_t s;
+  uv_mutex_lock(&cpu->mu);
+  pending = cpu->busy || cpu->head != NULL || cpu->p2p != NULL;
+  uv_mutex_unlock(&cpu->mu);
+  if (pending || cpu->unposted != NULL)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "requests on the comm are still pending: coll_wait each "
+                     "one first");
+  s = coll__t_shrink(cpu->t, coll__deadline(shrink_timeout_ms(c, cfg)), &nt);
+  if (s != COLL_OK) return s;
+  return coll__cpu_comm_create(nt, cfg, out);
 }
 
 static coll_status_t cpu_destroy(coll_comm_t *c, int aborted) {
@@ -61,6 +93,8 @@ static const coll_backend_ops_t cpu_ops = {
     .abort = cpu_abort,
     .destroy = cpu_destroy,
     .check_buffer = NULL, /* device memory is staged (staging.h) */
+    .prepare = NULL,
+    .shrink = cpu_shrink,
 };
 
 /* COLL_ALGO as an algorithm; -1 for a value that names none. */

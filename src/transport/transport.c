@@ -181,6 +181,30 @@ void coll__t_set_fail_hooks(coll_transport_t *t,
   t->origin = origin;
 }
 
+void coll__t_set_shrink_hooks(coll_transport_t *t,
+                              coll_status_t (*shrink)(void *ctx,
+                                                      int64_t deadline_ms,
+                                                      coll_transport_t **out),
+                              void (*leave)(void *ctx)) {
+  t->shrink = shrink;
+  t->leave = leave;
+}
+
+void coll__t_leave(coll_transport_t *t) {
+  if (t->leave != NULL) t->leave(t->ctx);
+}
+
+coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
+                             coll_transport_t **out) {
+  *out = NULL;
+  if (t->shrink == NULL)
+    return coll__err(COLL_ERR_NOT_AVAILABLE,
+                     "the '%s' transport cannot shrink (the TCP transport "
+                     "with COLL_ELASTIC=1 and the in-process one can)",
+                     t->name);
+  return t->shrink(t->ctx, deadline_ms, out);
+}
+
 void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
 void coll__t_fail(coll_transport_t *t, coll_status_t s) {

@@ -27,6 +27,13 @@ struct coll_transport {
    * wins); `origin` reports the origin the endpoint failed for, if any. */
   void (*fail)(void *ctx, const coll_origin_t *o);
   int (*origin)(void *ctx, coll_origin_t *o);
+  /* libcoll's own transports that can shrink (NULL: cannot): agrees with
+   * the other survivors and builds their endpoint (see coll__t_shrink). */
+  coll_status_t (*shrink)(void *ctx, int64_t deadline_ms,
+                          coll_transport_t **out);
+  /* With shrink: the owner aborted, so this rank will never shrink; the
+   * others' agreements must not wait for it. Any thread. */
+  void (*leave)(void *ctx);
 };
 
 /* The pipeline segment for a transport that states no preference (a third
@@ -71,6 +78,26 @@ size_t coll__t_segment_bytes(const coll_transport_t *t);
 void coll__t_set_fail_hooks(coll_transport_t *t,
                             void (*fail)(void *ctx, const coll_origin_t *o),
                             int (*origin)(void *ctx, coll_origin_t *o));
+
+/* Records the shrink hooks of one of libcoll's own transports. One
+ * thread, right after coll_transport_create. */
+void coll__t_set_shrink_hooks(coll_transport_t *t,
+                              coll_status_t (*shrink)(void *ctx,
+                                                      int64_t deadline_ms,
+                                                      coll_transport_t **out),
+                              void (*leave)(void *ctx));
+/* The owner aborted the comm: this rank leaves the group for good (the
+ * survivors' agreement does not wait for it). Any thread; idempotent. */
+void coll__t_leave(coll_transport_t *t);
+/* Ends this endpoint's part in the old world (pending work fails), agrees
+ * with every other rank that shrinks it on who survives (algo/
+ * shrink_agree.h), and returns this rank's endpoint among the survivors,
+ * renumbered in the order of their old ranks, before the absolute
+ * deadline. COLL_ERR_NOT_AVAILABLE naming the transport when it cannot
+ * shrink; PEER_LOST when the survivors left this rank out; TIMEOUT. The
+ * old endpoint stays the caller's to destroy. One thread. */
+coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
+                             coll_transport_t **out);
 
 /* Aborts the endpoint (idempotent, any thread): the owner's abort. */
 void coll__t_abort(coll_transport_t *t);

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_seeds.c: writes the seed corpus of the fuzz targets, a few valid
  * messages each, built with the library's own encoders:
- *   fuzz_seeds DIR  ->  DIR/tcp_frame/, DIR/tcp_handshake/, DIR/store_request/
+ *   fuzz_seeds DIR  ->  DIR/tcp_frame/, DIR/tcp_handshake/, DIR/store_request/,
+ *                       DIR/shrink_msg/
  * The committed corpus under tests/fuzz/corpus/ came from it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "algo/shrink_agree.h"
 #include "bootstrap/store/store_parse.h"
+#include "core/le.h"
 #include "fuzz_hs_fixture.h"
 #include "transport/tcp/wire.h"
 
@@ -134,6 +137,29 @@ static int store_seeds(void) {
   return rc;
 }
 
+/* Agreement seeds: world 4, from rank 1: a HELLO, then an EST. */
+static int shrink_seeds(void) {
+  uint8_t b[2048];
+  coll_shrink_view_t v;
+  size_t n, m;
+  int rc;
+  if (coll__shrink_view_init(&v, 4) != COLL_OK) return -1;
+  v.member[0] = v.member[1] = v.member[3] = 1;
+  strcpy(v.addr[0], "127.0.0.1:4000");
+  strcpy(v.addr[1], "127.0.0.1:4001");
+  strcpy(v.addr[3], "[::1]:4003");
+  b[0] = 3; /* world 4 */
+  b[1] = 1; /* from rank 1 */
+  n = coll__shrink_hello_encode(b + 6, sizeof b - 6, 1, v.addr[1]);
+  coll__put_le32(b + 2, (uint32_t)n);
+  m = coll__shrink_est_encode(b + 10 + n, sizeof b - 10 - n, 1, &v);
+  coll__put_le32(b + 6 + n, (uint32_t)m);
+  rc = put("shrink_msg", "hello", b, 6 + n);
+  rc |= put("shrink_msg", "hello_est", b, 10 + n + m);
+  coll__shrink_view_free(&v);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
@@ -144,7 +170,8 @@ int main(int argc, char **argv) {
     perror(g_dir);
     return 1;
   }
-  if (frame_seeds() != 0 || hs_seeds() != 0 || store_seeds() != 0) {
+  if (frame_seeds() != 0 || hs_seeds() != 0 || store_seeds() != 0 ||
+      shrink_seeds() != 0) {
     fprintf(stderr, "fuzz_seeds: cannot write under %s\n", g_dir);
     return 1;
   }

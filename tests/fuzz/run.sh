@@ -26,7 +26,7 @@ case "${1:-}" in
   ;;
 esac
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(tcp_frame tcp_handshake store_request)
+[ ${#targets[@]} -gt 0 ] || targets=(tcp_frame tcp_handshake store_request shrink_msg)
 
 art="$build/fuzz-artifacts"
 mkdir -p "$art"

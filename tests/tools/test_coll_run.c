@@ -72,6 +72,30 @@ static void test_killed_rank_is_128_plus_signal(void **state) {
   free(err);
 }
 
+/* --keep-going: a killed rank stops no one; every exit is reported and
+ * the job's code is that of the ranks that exited on their own. */
+static void test_keep_going(void **state) {
+  char sig[8];
+  char *const killed[] = {RUN, "-n", "3", "--keep-going", HELPER, "signal-if",
+                          "1", sig,  NULL};
+  char *const failed[] = {RUN, "-n", "3", "--keep-going", HELPER, "exit-if",
+                          "2", "7",  NULL};
+  char *err = NULL;
+  (void)state;
+  snprintf(sig, sizeof sig, "%d", SIGKILL);
+  assert_int_equal(run(NULL, &err, killed), 0);
+  assert_non_null(strstr(err, "rank 1 was killed by signal 9"));
+  assert_non_null(strstr(err, "rank 0 exited with code 0"));
+  assert_non_null(strstr(err, "rank 2 exited with code 0"));
+  assert_null(strstr(err, "stopping"));
+  free(err);
+  err = NULL;
+  assert_int_equal(run(NULL, &err, failed), 7);
+  assert_non_null(strstr(err, "rank 2 exited with code 7"));
+  assert_non_null(strstr(err, "rank 1 exited with code 0"));
+  free(err);
+}
+
 /* One rank fails while the others sleep: they and the children they
  * started must be gone when coll-run returns. */
 static void test_failure_stops_the_rest(void **state) {
@@ -288,6 +312,7 @@ int main(void) {
       cmocka_unit_test(test_success_is_zero),
       cmocka_unit_test(test_killed_rank_is_128_plus_signal),
       cmocka_unit_test(test_failure_stops_the_rest),
+      cmocka_unit_test(test_keep_going),
       cmocka_unit_test(test_sigterm_ignored_escalates),
       cmocka_unit_test(test_output_is_prefixed),
       cmocka_unit_test(test_environment),

@@ -19,6 +19,7 @@ typedef struct run_opts {
   int master_port;  /* 0: pick a free one */
   double timeout_s; /* 0: no limit */
   double grace_s;   /* SIGTERM -> SIGKILL delay when stopping ranks */
+  int keep_going;   /* a rank's failure does not stop the others */
   char **argv;      /* the program and its arguments, NULL-terminated */
 } run_opts_t;
 

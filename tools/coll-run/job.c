@@ -23,6 +23,8 @@ typedef struct job {
   run_stream_t **pstreams; /* the stream behind each pfds entry */
   int running;             /* started ranks whose exit was not seen yet */
   int code;                /* coll-run's exit code once decided, else -1 */
+  int kg_ok, kg_sig;       /* --keep-going: ranks that exited 0; the code
+                              of the first one killed (0: none) */
   int stopping, killed;    /* SIGTERM (or a forwarded signal) / SIGKILL sent */
   uint64_t deadline_ns;    /* --timeout; 0: none */
   uint64_t kill_ns;        /* when a stop turns into SIGKILL */
@@ -97,6 +99,15 @@ static void check_exits(job_t *j) {
     run_rank_t *r = &j->ranks[i];
     if (!run_check_exit(r)) continue;
     j->running--;
+    if (j->o->keep_going && !j->stopping) {
+      /* The others go on: report every exit, stop no one. */
+      describe_exit(i, r, what, sizeof what);
+      run_msg("%s", what);
+      if (r->sig != 0 && j->kg_sig == 0) j->kg_sig = r->code;
+      if (r->sig == 0 && r->code == 0) j->kg_ok++;
+      if (r->sig == 0 && r->code != 0 && j->code < 0) j->code = r->code;
+      continue;
+    }
     if (r->code == 0 || j->stopping) continue;
     describe_exit(i, r, what, sizeof what);
     if (j->running > 0)
@@ -246,6 +257,7 @@ int run_job(const run_opts_t *o) {
   while (loop_once(&j)) {
   }
   finish(&j);
+  if (o->keep_going && j.code < 0 && j.kg_ok == 0) j.code = j.kg_sig;
 out:
   free(j.ranks);
   free(j.pfds);

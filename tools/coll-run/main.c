@@ -27,10 +27,16 @@ static const char usage_text[] =
     "      --timeout S       stop the job after S seconds, exit code 124\n"
     "      --grace S         seconds between SIGTERM and SIGKILL when\n"
     "                        stopping ranks (default 5)\n"
+    "      --keep-going      a rank that fails or dies does not stop the\n"
+    "                        others (for jobs that shrink and continue);\n"
+    "                        every rank's exit is reported\n"
     "  -h, --help            this text\n"
     "\n"
     "When a rank fails, the others are stopped and coll-run exits with the\n"
-    "first non-zero exit code (128+N for a rank killed by signal N). Ctrl-C\n"
+    "first non-zero exit code (128+N for a rank killed by signal N). With\n"
+    "--keep-going coll-run waits for every rank and exits with the first\n"
+    "non-zero code of a rank that exited on its own, else 0 when one exited\n"
+    "0, else 128+N of the first rank killed. Ctrl-C\n"
     "or SIGTERM is forwarded to every rank; a second one kills them. Ranks\n"
     "read stdin from /dev/null.\n";
 
@@ -88,7 +94,7 @@ static const char *bad_option(char **argv, char *buf, size_t cap) {
   return argv[optind - 1];
 }
 
-enum { OPT_ADDR = 256, OPT_PORT, OPT_TIMEOUT, OPT_GRACE };
+enum { OPT_ADDR = 256, OPT_PORT, OPT_TIMEOUT, OPT_GRACE, OPT_KEEP_GOING };
 
 static const struct option long_opts[] = {
     {"nproc", required_argument, NULL, 'n'},
@@ -96,6 +102,7 @@ static const struct option long_opts[] = {
     {"master-port", required_argument, NULL, OPT_PORT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"grace", required_argument, NULL, OPT_GRACE},
+    {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -126,6 +133,7 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
           return usage_error("--timeout: '%s' is not a number of seconds > 0",
                              optarg);
         break;
+      case OPT_KEEP_GOING: o->keep_going = 1; break;
       case OPT_GRACE:
         if (parse_seconds(optarg, &o->grace_s) != 0)
           return usage_error("--grace: '%s' is not a number of seconds > 0",
@@ -147,7 +155,7 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
 }
 
 int main(int argc, char **argv) {
-  run_opts_t o = {0, "127.0.0.1", 0, 0.0, 5.0, NULL};
+  run_opts_t o = {0, "127.0.0.1", 0, 0.0, 5.0, 0, NULL};
   int rc = parse_args(argc, argv, &o);
   if (rc >= 0) return rc;
   return run_job(&o);

@@ -92,8 +92,11 @@ struct inproc_ep {
 };
 
 /* The endpoints of one coll_inproc_create call, freed with the last one. */
+struct inproc_board; /* inproc_shrink.c */
+
 struct inproc_world {
   int size;
+  struct inproc_board *board; /* the survivors' agreement; NULL: none yet */
   uint64_t spin_ns; /* how long a wait polls; 0 when ranks outnumber cores */
   atomic_int live;  /* endpoints not yet destroyed */
   inproc_ep_t *eps;
@@ -132,6 +135,16 @@ coll_status_t coll__inproc_fail_text(const inproc_ep_t *self, int is_send,
 
 /* Sets a request's final status and wakes its owner; lost_by: the closed
  * endpoint that ends it, or NULL. Home lock held. */
+/* inproc_shrink.c: shrinking (see coll__t_shrink). The board is made
+ * with the world and freed with it; a rank is gone for the agreement once
+ * its owner aborted it (leave) or destroyed it. */
+coll_status_t coll__inproc_board_new(inproc_world_t *w);
+void coll__inproc_board_free(inproc_world_t *w);
+void coll__inproc_board_gone(inproc_world_t *w, int rank);
+coll_status_t coll__inproc_shrink(void *ctx, int64_t deadline_ms,
+                                  coll_transport_t **out);
+void coll__inproc_leave(void *ctx);
+
 void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
                            const inproc_ep_t *lost_by);
 

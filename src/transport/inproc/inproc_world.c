@@ -98,6 +98,7 @@ static unsigned cores(void) {
 /* Frees the world and the locks of endpoints [0, n). */
 static void world_free(inproc_world_t *w, int n) {
   int i;
+  coll__inproc_board_free(w);
   for (i = 0; i < n; i++) {
     uv_cond_destroy(&w->eps[i].idle_cv);
     uv_mutex_destroy(&w->eps[i].mu);
@@ -145,6 +146,8 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
    * thread that would complete the request. */
   w->spin_ns = (unsigned)size <= cores() ? INPROC_SPIN_NS : 0;
   atomic_init(&w->live, size);
+  s = coll__inproc_board_new(w);
+  if (s != COLL_OK) goto fail;
   for (i = 0; i < size; i++) {
     if (ep_init(&w->eps[i], w, i) != 0) {
       s = coll__err(COLL_ERR_SYSTEM,
@@ -175,6 +178,7 @@ void coll__inproc_destroy(void *ctx) {
    * so after the close nothing refers to its request objects. */
   coll_origin_t o = {ep->rank, COLL_CAUSE_DESTROYED, 0};
   coll__inproc_close(ep, INPROC_DESTROYED, &o);
+  coll__inproc_board_gone(w, ep->rank);
   coll__inproc_req_free_all(ep);
   if (atomic_fetch_sub(&w->live, 1) == 1) world_free(w, w->size);
 }
@@ -198,6 +202,8 @@ coll_status_t coll_inproc_create(int world, coll_transport_t **out) {
                     s, fail);
     coll__t_set_segment_bytes(out[made], INPROC_SEGMENT_BYTES);
     coll__t_set_fail_hooks(out[made], coll__inproc_fail, coll__inproc_origin);
+    coll__t_set_shrink_hooks(out[made], coll__inproc_shrink,
+                             coll__inproc_leave);
   }
   COLL_TRACE(COLL_LOG_NET, "inproc: created %d endpoints", world);
   return COLL_OK;

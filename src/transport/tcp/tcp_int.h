@@ -66,9 +66,17 @@ coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
                                      const coll_tcp_rdv_t *rdv,
                                      const coll_tcp_xopts_t *x, int *fds);
 
+/* coll__tcp_mesh_connect on a listener the caller made (lfd >= 0, taken
+ * over: closed on return) whose address it already told its peers. */
+coll_status_t coll__tcp_mesh_connect_fd(const coll_tcp_opts_t *o,
+                                        const coll_tcp_rdv_t *rdv,
+                                        const coll_tcp_xopts_t *x, int lfd,
+                                        int *fds);
+
 /* ------------------------------------------------------------------------ */
 
 typedef struct tcp_transport tcp_transport_t;
+typedef struct tcp_elastic tcp_elastic_t; /* tcp_elastic.h */
 typedef struct tcp_conn tcp_conn_t;
 
 /* A request's direction; also the index of its connection's counter. */
@@ -205,6 +213,8 @@ struct tcp_transport {
   uv_timer_t hb_timer; /* heartbeats: sent on idle links, silence judged */
   uv_thread_t thread;
   int loop_init, async_init, hb_init, thread_started, req_mu_init;
+
+  tcp_elastic_t *el; /* what a shrink needs; NULL unless COLL_ELASTIC=1 */
 };
 
 /* 1 once nothing may move on c any more: the transport was aborted or

@@ -357,6 +357,13 @@ static void mesh_cleanup(tcp_mesh_t *m, int failed) {
 coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
                                      const coll_tcp_rdv_t *rdv,
                                      const coll_tcp_xopts_t *x, int *fds) {
+  return coll__tcp_mesh_connect_fd(o, rdv, x, -1, fds);
+}
+
+coll_status_t coll__tcp_mesh_connect_fd(const coll_tcp_opts_t *o,
+                                        const coll_tcp_rdv_t *rdv,
+                                        const coll_tcp_xopts_t *x, int lfd,
+                                        int *fds) {
   tcp_mesh_t m;
   char addr[COLL_TCP_ADDR_MAX], what[40];
   coll_status_t s;
@@ -393,9 +400,16 @@ coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
     m.outs[i].out = 1;
     m.outs[i].peer = i;
   }
-  COLL_CHECK_GOTO(coll__tcp_listen(o->bind_ip, COLL_TCP_BACKLOG, x->sock_buf,
-                                   &m.lfd, addr, sizeof addr),
-                  s, out);
+  if (lfd >= 0) {
+    /* The caller listens already and told its peers where. */
+    m.lfd = lfd;
+    lfd = -1;
+    snprintf(addr, sizeof addr, "(given)");
+  } else {
+    COLL_CHECK_GOTO(coll__tcp_listen(o->bind_ip, COLL_TCP_BACKLOG, x->sock_buf,
+                                     &m.lfd, addr, sizeof addr),
+                    s, out);
+  }
   s = rdv->publish(rdv->ctx, o->rank, addr);
   if (s != COLL_OK) {
     coll__err_prefix("tcp: publishing this rank's address");
@@ -405,6 +419,7 @@ coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
             addr);
   s = mesh_run(&m, rdv);
 out:
+  if (lfd >= 0) close(lfd); /* given, and not taken over yet */
   mesh_cleanup(&m, s != COLL_OK);
   return s;
 }

@@ -2,6 +2,7 @@
 /* tcp_transport.c: creating the TCP transport (mesh, then loop thread),
  * aborting it from any thread, and tearing it down with a goodbye. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -12,6 +13,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/tcp/tcp_elastic.h"
 #include "transport/tcp/tcp_int.h"
 #include "transport/transport.h"
 
@@ -49,7 +51,7 @@ static coll_status_t heartbeat_from_env(coll_tcp_xopts_t *x) {
  * (a peer that left or broke the protocol). Every pending request fails,
  * every peer hears the origin in a goodbye, then the sockets' write sides
  * are shut. Any thread. */
-static void tcp_fail(void *ctx, const coll_origin_t *o) {
+void coll__tcp_fail_hook(void *ctx, const coll_origin_t *o) {
   tcp_transport_t *t = ctx;
   coll_origin_t use = *o;
   int i;
@@ -64,6 +66,8 @@ static void tcp_fail(void *ctx, const coll_origin_t *o) {
   coll__tcp_fail_transport(t, &use);
 }
 
+static void tcp_leave(void *ctx) { coll__tcp_elastic_leave(ctx); }
+
 /* The owner's abort: this rank is the origin, unless a failure that
  * started elsewhere came first. Any thread. */
 static void tcp_abort(void *ctx) {
@@ -71,7 +75,7 @@ static void tcp_abort(void *ctx) {
   coll_origin_t o = {t->rank, COLL_CAUSE_ABORTED, 0};
   if (!atomic_exchange(&t->aborted, 1))
     COLL_INFO(COLL_LOG_NET, "tcp: rank %d: aborting the transport", t->rank);
-  tcp_fail(ctx, &o);
+  coll__tcp_fail_hook(ctx, &o);
 }
 
 static int tcp_origin(void *ctx, coll_origin_t *o) {
@@ -125,6 +129,7 @@ static void tcp_destroy(void *ctx) {
     uv_mutex_destroy(&c->rmu);
     uv_mutex_destroy(&c->smu);
   }
+  coll__tcp_elastic_free(t);
   coll__tcp_req_cache_free(t);
   if (t->req_mu_init) uv_mutex_destroy(&t->req_mu);
   if (t->wake_fd >= 0) close(t->wake_fd);
@@ -186,12 +191,32 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
                                            const coll_tcp_rdv_t *rdv,
                                            const coll_tcp_xopts_t *x,
                                            coll_transport_t **out) {
+  int elastic = coll__tcp_elastic_wanted();
+  if (elastic < 0) return COLL_ERR_INVALID_ARG;
+  return coll__tcp_transport_build(o, rdv, x, elastic, -1, out);
+}
+
+coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
+                                        const coll_tcp_rdv_t *rdv,
+                                        const coll_tcp_xopts_t *x, int elastic,
+                                        int lfd, coll_transport_t **out) {
   tcp_transport_t *t = NULL;
   coll_tcp_opts_t opts;
+  char job[512];
   int *fds = NULL, i;
   coll_status_t s;
-  COLL_CHECK(check_opts(o, rdv, x, out));
+  s = check_opts(o, rdv, x, out);
+  if (s != COLL_OK) {
+    if (lfd >= 0) close(lfd);
+    return s;
+  }
   opts = *o;
+  if (elastic) {
+    /* Elastic ranks swap addresses before the first frame: a rank that is
+     * not elastic must not get past the handshake with one that is. */
+    snprintf(job, sizeof job, "%s/elastic", o->job_id);
+    opts.job_id = job;
+  }
   if (opts.timeout_ms == 0) opts.timeout_ms = coll__default_timeout_ms();
   t = calloc(1, sizeof *t);
   fds = calloc((size_t)o->world, sizeof *fds);
@@ -216,9 +241,18 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
     goto fail;
   }
   COLL_CHECK_GOTO(conns_init(t), s, fail);
-  if (o->world > 1)
-    COLL_CHECK_GOTO(coll__tcp_mesh_connect(&opts, rdv, x, fds), s, fail);
+  if (o->world > 1) {
+    s = coll__tcp_mesh_connect_fd(&opts, rdv, x, lfd, fds);
+    lfd = -1;
+    if (s != COLL_OK) goto fail;
+  }
+  if (lfd >= 0) close(lfd); /* a world of one listens for no one */
+  lfd = -1;
   for (i = 0; i < o->world; i++) t->conns[i].fd = i == o->rank ? -1 : fds[i];
+  if (elastic) {
+    opts.job_id = o->job_id;
+    COLL_CHECK_GOTO(coll__tcp_elastic_setup(t, &opts, x), s, fail);
+  }
   COLL_CHECK_GOTO(coll__tcp_loop_start(t), s, fail);
   free(fds);
   fds = NULL;
@@ -226,9 +260,11 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
   COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out), s,
                   fail);
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
-  coll__t_set_fail_hooks(*out, tcp_fail, tcp_origin);
+  coll__t_set_fail_hooks(*out, coll__tcp_fail_hook, tcp_origin);
+  if (elastic) coll__t_set_shrink_hooks(*out, coll__tcp_shrink, tcp_leave);
   return COLL_OK;
 fail:
+  if (lfd >= 0) close(lfd);
   free(fds);
   tcp_destroy(t);
   return s;
