@@ -626,6 +626,47 @@ COLL_API int coll_comm_size(const coll_comm_t *c);
 /* "cpu" or "nccl" (a static string); NULL for NULL. Any thread. */
 COLL_API const char *coll_comm_backend(const coll_comm_t *c);
 
+/* Shrink and continue: a new comm of the ranks still alive, renumbered in
+ * their old order (rank r becomes r minus the number of excluded ranks
+ * below it), on the same backend. cfg configures the new comm as for any
+ * constructor (its own timeout, name and abort handle; NULL: defaults); the
+ * old comm is untouched and stays the caller's to destroy. *newcomm is NULL
+ * on failure. Blocks until every surviving rank called it, bounded by
+ * cfg's timeout and ended by cfg's abort handle (COLL_ERR_ABORTED).
+ * NCCL comms: ncclCommShrink, looked up at run time (NCCL 2.27.3 and
+ * newer; an older NCCL is COLL_ERR_NOT_AVAILABLE naming its version). An
+ * NCCL comm has no host-side channel of its own that survives a peer's
+ * death, so its ranks cannot agree on who is gone: coll_comm_shrink on an
+ * NCCL comm excludes no rank and serves a healthy comm only (every rank
+ * calls it; COLL_ERR_UNSUPPORTED on a failed or aborted one). After a
+ * failure, the caller decides who is gone (from its launcher, its store,
+ * a CPU comm's shrink) and every survivor passes that same list to
+ * coll_comm_shrink_exclude. Returns INVALID_ARG (NULL comm or newcomm, the
+ * config), NOT_AVAILABLE (a backend or an NCCL without shrink),
+ * UNSUPPORTED, TIMEOUT, ABORTED, PEER_LOST, BACKEND. One thread per comm. */
+COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm,
+                                        const coll_comm_config_t *cfg,
+                                        coll_comm_t **newcomm);
+/* coll_comm_shrink without the `nexclude` ranks listed in `exclude` (ranks
+ * of comm, in any order; the caller's array, read during the call). Every
+ * surviving rank passes the same ranks; an excluded rank must not call it.
+ * NCCL comms only: on a healthy comm NCCL's default shrink (no work may be
+ * in flight); on a comm that failed or was aborted, NCCL_SHRINK_ABORT,
+ * which first ends the old comm's work. That needs the old NCCL comm kept
+ * after its failure: set COLL_NCCL_SHRINKABLE=1 before the comm is created
+ * (otherwise a failure aborts NCCL's comm at once, and the shrink of a
+ * failed comm is COLL_ERR_UNSUPPORTED saying so). Ranks that pass
+ * different lists get NCCL's error (BACKEND) or its hang (ended by the
+ * timeout). Returns what coll_comm_shrink returns, and INVALID_ARG for a
+ * NULL list with nexclude > 0, a negative count, a rank out of range or
+ * listed twice, or this rank in the list; NOT_AVAILABLE on CPU comms
+ * (they agree by themselves: coll_comm_shrink). One thread per comm. */
+COLL_API coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm,
+                                                const int *exclude,
+                                                int nexclude,
+                                                const coll_comm_config_t *cfg,
+                                                coll_comm_t **newcomm);
+
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                              */
 /* ------------------------------------------------------------------------ */

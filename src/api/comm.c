@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* comm.c: coll_comm_create, a CPU ring comm over a caller's transport, and
- * coll_comm_init_rank, an NCCL comm from a unique id. With env_init.c this
+/* comm.c: coll_comm_create, a CPU ring comm over a caller's transport,
+ * coll_comm_init_rank, an NCCL comm from a unique id, and coll_comm_shrink,
+ * a comm of the survivors on the old comm's backend. With env_init.c this
  * is the composition root: the only place that picks a backend. */
+#include <stdlib.h>
+
+#include "core/comm.h"
 #include "core/error.h"
 #include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"
@@ -29,4 +33,82 @@ coll_status_t coll_comm_init_rank(int rank, int world,
                                   coll_comm_t **out) {
   coll__err_clear();
   return coll__nccl_comm_init(rank, world, id, -1, cfg, out);
+}
+
+coll_status_t coll_comm_shrink(coll_comm_t *comm, const coll_comm_config_t *cfg,
+                               coll_comm_t **newcomm) {
+  coll__err_clear();
+  if (newcomm == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_shrink: newcomm is NULL");
+  *newcomm = NULL;
+  if (comm == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_shrink: comm is NULL");
+  COLL_CHECK(coll__config_check(cfg, "comm_shrink"));
+  if (comm->ops->shrink == NULL)
+    return coll__err(COLL_ERR_NOT_AVAILABLE,
+                     "comm_shrink: the %s backend cannot shrink a comm",
+                     comm->ops->name);
+  return comm->ops->shrink(comm, cfg, newcomm);
+}
+
+/* INVALID_ARG unless list holds n distinct ranks of comm other than its
+ * own; sorted into `sorted` (n entries). */
+static coll_status_t check_exclude(const coll_comm_t *comm, const int *list,
+                                   int n, int *sorted) {
+  int i, j, v;
+  for (i = 0; i < n; i++) {
+    v = list[i];
+    if (v < 0 || v >= comm->world)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "comm_shrink: exclude[%d] = %d is not a rank of a "
+                       "%d-rank comm",
+                       i, v, comm->world);
+    if (v == comm->rank)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "comm_shrink: rank %d excludes itself (an excluded "
+                       "rank must not call comm_shrink)",
+                       v);
+    /* Insertion sort: lists are short, and a duplicate shows on the way. */
+    for (j = i; j > 0 && sorted[j - 1] > v; j--) sorted[j] = sorted[j - 1];
+    if (j > 0 && sorted[j - 1] == v)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "comm_shrink: rank %d is listed twice in exclude", v);
+    sorted[j] = v;
+  }
+  return COLL_OK;
+}
+
+coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm, const int *exclude,
+                                       int nexclude,
+                                       const coll_comm_config_t *cfg,
+                                       coll_comm_t **newcomm) {
+  int *sorted;
+  coll_status_t s;
+  coll__err_clear();
+  if (newcomm == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_shrink: newcomm is NULL");
+  *newcomm = NULL;
+  if (comm == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "comm_shrink: comm is NULL");
+  if (nexclude < 0)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "comm_shrink: nexclude %d is negative", nexclude);
+  if (exclude == NULL && nexclude > 0)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "comm_shrink: exclude is NULL but nexclude is %d",
+                     nexclude);
+  COLL_CHECK(coll__config_check(cfg, "comm_shrink"));
+  if (comm->ops->shrink_exclude == NULL)
+    return coll__err(COLL_ERR_NOT_AVAILABLE,
+                     "comm_shrink: the %s backend takes no exclude list "
+                     "(use coll_comm_shrink)",
+                     comm->ops->name);
+  sorted = malloc((size_t)(nexclude > 0 ? nexclude : 1) * sizeof *sorted);
+  if (sorted == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "comm_shrink: out of memory");
+  s = check_exclude(comm, exclude, nexclude, sorted);
+  if (s == COLL_OK)
+    s = comm->ops->shrink_exclude(comm, sorted, nexclude, cfg, newcomm);
+  free(sorted);
+  return s;
 }

@@ -53,6 +53,17 @@ typedef struct coll_backend_ops {
    * descriptor agreement). It may take the guard itself, only around an
    * enqueue, and must return promptly once the comm is aborted. */
   coll_status_t (*prepare)(coll_comm_t *c, const coll_work_t *w);
+  /* Optional (NULL: COLL_ERR_NOT_AVAILABLE naming the backend): a comm of
+   * the ranks that are still alive, renumbered in order (coll_comm_shrink).
+   * Arguments are checked; the comm's thread, outside the guard. */
+  coll_status_t (*shrink)(coll_comm_t *c, const coll_comm_config_t *cfg,
+                          coll_comm_t **out);
+  /* Optional: the same without the ranks of `exclude` (n of them, checked:
+   * in range, distinct, sorted, this rank not among them), for backends
+   * whose ranks cannot agree on who is gone (coll_comm_shrink_exclude). */
+  coll_status_t (*shrink_exclude)(coll_comm_t *c, const int *exclude, int n,
+                                  const coll_comm_config_t *cfg,
+                                  coll_comm_t **out);
 } coll_backend_ops_t;
 
 struct coll_abort_handle {
