@@ -3,8 +3,9 @@
  * comms (stand-in): a healthy comm shrunk and its collectives checked
  * against a serial reference, the shrink after a rank was lost (kept with
  * COLL_NCCL_SHRINKABLE, NCCL_SHRINK_ABORT), NOT_AVAILABLE without
- * ncclCommShrink, bad arguments, lists that differ, and abort or timeout
- * ending a shrink that waits for a survivor that never comes. */
+ * ncclCommShrink, bad arguments, lists that differ, abort or timeout
+ * ending a shrink that waits for a survivor that never comes, and the
+ * stand-in's own rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "cuda/gpu_table.h"
 #include "nccl_test_util.h"
 #include "test_util.h"
 
@@ -406,6 +408,37 @@ static void test_shrink_stuck_abort_and_timeout(void **state) {
   assert_true(nt_no_misuse());
 }
 
+/* The stand-in itself, through the table, as NCCL is called: an excluded
+ * rank calling and an unknown flag are refused; a blocking parent's shrink
+ * returns the finished comm (no ncclInProgress). */
+static void test_standin_shrink_rules(void **state) {
+  const coll_nccl_table_t *t = coll__nccl_table();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  ncclUniqueId id;
+  ncclComm_t nc = NULL, child = NULL;
+  ncclResult_t async = ncclInProgress;
+  int self = 0;
+  (void)state;
+  nt_set_device(0);
+  assert_int_equal(t->nccl_get_unique_id(&id), ncclSuccess);
+  config.blocking = 1;
+  assert_int_equal(t->nccl_comm_init_rank_config(&nc, 1, id, 0, &config),
+                   ncclSuccess);
+  assert_int_equal(
+      t->nccl_comm_shrink(nc, &self, 1, &child, &config, NCCL_SHRINK_DEFAULT),
+      ncclInvalidArgument);
+  assert_int_equal(t->nccl_comm_shrink(nc, NULL, 0, &child, &config, 7),
+                   ncclInvalidArgument);
+  assert_int_equal(
+      t->nccl_comm_shrink(nc, NULL, 0, &child, &config, NCCL_SHRINK_DEFAULT),
+      ncclSuccess);
+  assert_int_equal(t->nccl_comm_get_async_error(child, &async), ncclSuccess);
+  assert_int_equal(async, ncclSuccess);
+  assert_int_equal(t->nccl_comm_destroy(child), ncclSuccess);
+  assert_int_equal(t->nccl_comm_destroy(nc), ncclSuccess);
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_shrink_healthy_exclude, nt_setup4,
@@ -424,6 +457,8 @@ int main(void) {
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_shrink_stuck_abort_and_timeout,
                                       nt_setup2, nt_teardown),
+      cmocka_unit_test_setup_teardown(test_standin_shrink_rules, nt_setup1,
+                                      nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
