@@ -194,8 +194,14 @@ static ncclResult_t comm_destroy(ncclComm_t c) {
 }
 
 static const char *get_last_error(ncclComm_t c) {
-  (void)c; /* NCCL keeps one process-wide text */
-  return si.last_error;
+  /* NCCL keeps one process-wide text; the caller gets a copy of its own,
+   * so a rank that records an error (a shrink's) never races a reader. */
+  static _Thread_local char copy[sizeof si.last_error];
+  (void)c;
+  uv_mutex_lock(&si.mu);
+  memcpy(copy, si.last_error, sizeof copy);
+  uv_mutex_unlock(&si.mu);
+  return copy;
 }
 
 static ncclResult_t get_async_error(ncclComm_t c, ncclResult_t *e) {
