@@ -32,7 +32,7 @@ struct shrink_arg {
   int calls[MAXW]; /* 1: this rank shrinks; 0: it is gone */
   int use_plain;   /* coll_comm_shrink instead of the exclude list */
   int stuck_first; /* survivors run a collective that never ends first */
-  coll_status_t first_s[MAXW];
+  coll_status_t warm_s[MAXW], first_s[MAXW];
   coll_status_t shrink_s[MAXW];
   char shrink_err[MAXW][256];
   char plain_err[MAXW][256];
@@ -75,8 +75,14 @@ static void survivor(int rank, int world, void *p) {
   coll_comm_t *c;
   int i, nr;
   (void)world;
-  if (!a->calls[rank]) return;
   nt_set_device(rank);
+  /* Every rank, the one about to be lost too, connects the old comm
+   * first, so the stuck allreduce below is on the stream (not waiting for
+   * a connect) and holds it until NCCL_SHRINK_ABORT ends it. */
+  if (a->stuck_first)
+    a->warm_s[rank] = coll_allreduce(a->old[rank], a->ar[rank], a->ar[rank], N,
+                                     COLL_F32, COLL_SUM, NULL);
+  if (!a->calls[rank]) return;
   cfg.timeout_ms = 10000;
   if (a->stuck_first) {
     a->first_s[rank] = coll_allreduce(a->old[rank], a->ar[rank], a->ar[rank], N,
@@ -175,11 +181,12 @@ static void test_shrink_healthy_plain(void **state) {
   assert_true(nt_no_misuse());
 }
 
-/* Rank 2 of 4 is gone (it never reaches the allreduce): the survivors time
- * out, the comms fail but keep NCCL's comm (COLL_NCCL_SHRINKABLE=1),
- * coll_comm_shrink refuses (no way to agree on who is gone), and
- * coll_comm_shrink_exclude({2}) shrinks with NCCL_SHRINK_ABORT, which ends
- * the stuck allreduce so the new comm's work on the same stream runs. */
+/* Rank 2 of 4 is gone after a first allreduce (it never reaches the second):
+ * the survivors time out, the comms fail but keep NCCL's comm
+ * (COLL_NCCL_SHRINKABLE=1), coll_comm_shrink refuses (no way to agree on who is
+ * gone), and coll_comm_shrink_exclude({2}) shrinks with NCCL_SHRINK_ABORT,
+ * which ends the stuck allreduce so the new comm's work on the same stream
+ * runs. */
 static void test_shrink_after_loss(void **state) {
   struct shrink_arg a;
   standin_stats_t st;
@@ -197,6 +204,7 @@ static void test_shrink_after_loss(void **state) {
   }
   test_run_ranks(4, survivor, &a, 20000, "shrink after a loss");
   for (r = 0; r < 4; r++) {
+    assert_int_equal(a.warm_s[r], COLL_OK);
     if (r == 2) continue;
     assert_int_equal(a.first_s[r], COLL_ERR_TIMEOUT);
     assert_int_equal(a.plain_s[r], COLL_ERR_UNSUPPORTED);
