@@ -35,6 +35,19 @@ coll_status_t coll_comm_init_rank(int rank, int world,
   return coll__nccl_comm_init(rank, world, id, -1, cfg, out);
 }
 
+/* The config of the new comm: checked, and not carrying the old comm's own
+ * abort handle (one handle serves one comm; a comm's own handle is not
+ * marked as bound, so the bind would not catch it). */
+static coll_status_t check_config(const coll_comm_t *comm,
+                                  const coll_comm_config_t *cfg) {
+  COLL_CHECK(coll__config_check(cfg, "comm_shrink"));
+  if (coll__config_abort_handle(cfg) == comm->abort)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "comm_shrink: the config's abort handle is the old "
+                     "comm's; the new comm needs one of its own");
+  return COLL_OK;
+}
+
 coll_status_t coll_comm_shrink(coll_comm_t *comm, const coll_comm_config_t *cfg,
                                coll_comm_t **newcomm) {
   coll__err_clear();
@@ -43,7 +56,7 @@ coll_status_t coll_comm_shrink(coll_comm_t *comm, const coll_comm_config_t *cfg,
   *newcomm = NULL;
   if (comm == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_shrink: comm is NULL");
-  COLL_CHECK(coll__config_check(cfg, "comm_shrink"));
+  COLL_CHECK(check_config(comm, cfg));
   if (comm->ops->shrink == NULL)
     return coll__err(COLL_ERR_NOT_AVAILABLE,
                      "comm_shrink: the %s backend cannot shrink a comm",
@@ -97,7 +110,7 @@ coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm, const int *exclude,
     return coll__err(COLL_ERR_INVALID_ARG,
                      "comm_shrink: exclude is NULL but nexclude is %d",
                      nexclude);
-  COLL_CHECK(coll__config_check(cfg, "comm_shrink"));
+  COLL_CHECK(check_config(comm, cfg));
   if (comm->ops->shrink_exclude == NULL)
     return coll__err(COLL_ERR_NOT_AVAILABLE,
                      "comm_shrink: the %s backend takes no exclude list "

@@ -303,6 +303,7 @@ static void test_shrink_bad_args(void **state) {
   coll_comm_config_t bad = COLL_COMM_CONFIG_INIT;
   int self[1] = {1}, out_of_range[1] = {3}, negative[1] = {-1};
   int twice[3] = {2, 0, 2};
+  coll_abort_handle_t *used = NULL;
   standin_stats_t st;
   (void)state;
   assert_int_equal(nt_rank_comms(3, 10000, comms), 0);
@@ -337,6 +338,21 @@ static void test_shrink_bad_args(void **state) {
   REFUSED(coll_comm_shrink(comms[1], &bad, &n), "COLL_COMM_CONFIG_INIT");
   REFUSED(coll_comm_shrink_exclude(comms[1], NULL, 0, &bad, &n),
           "COLL_COMM_CONFIG_INIT");
+  /* An abort handle that already belongs to a comm (the old one's). */
+  bad = (coll_comm_config_t)COLL_COMM_CONFIG_INIT;
+  assert_int_equal(coll_comm_abort_handle(comms[1], &used), COLL_OK);
+  bad.abort_handle = used;
+  REFUSED(coll_comm_shrink(comms[1], &bad, &n), "abort handle is the old");
+  coll_abort_handle_release(used);
+  /* One that already belongs to another comm. */
+  assert_int_equal(coll_comm_abort_handle(comms[0], &used), COLL_OK);
+  bad.abort_handle = used;
+  REFUSED(coll_comm_shrink_exclude(comms[1], NULL, 0, &bad, &n),
+          "already belongs to another comm");
+  coll_abort_handle_release(used);
+  setenv("COLL_TIMEOUT_MS", "soon", 1);
+  REFUSED(coll_comm_shrink(comms[1], NULL, &n), "COLL_TIMEOUT_MS");
+  unsetenv("COLL_TIMEOUT_MS");
 #undef REFUSED
   standin_stats(&st);
   assert_int_equal(st.shrinks, 0);
