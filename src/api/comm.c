@@ -111,15 +111,15 @@ coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm, const int *exclude,
                      "comm_shrink: exclude is NULL but nexclude is %d",
                      nexclude);
   COLL_CHECK(check_config(comm, cfg));
-  if (comm->ops->shrink_exclude == NULL)
-    return coll__err(COLL_ERR_NOT_AVAILABLE,
-                     "comm_shrink: the %s backend takes no exclude list "
-                     "(use coll_comm_shrink)",
-                     comm->ops->name);
   sorted = malloc((size_t)(nexclude > 0 ? nexclude : 1) * sizeof *sorted);
   if (sorted == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "comm_shrink: out of memory");
   s = check_exclude(comm, exclude, nexclude, sorted);
+  if (s == COLL_OK && comm->ops->shrink_exclude == NULL)
+    s = coll__err(COLL_ERR_NOT_AVAILABLE,
+                  "comm_shrink: the %s backend takes no exclude list (use "
+                  "coll_comm_shrink)",
+                  comm->ops->name);
   if (s == COLL_OK)
     s = comm->ops->shrink_exclude(comm, sorted, nexclude, cfg, newcomm);
   free(sorted);
