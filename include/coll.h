@@ -642,7 +642,8 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
  * failure, the caller decides who is gone (from its launcher, its store,
  * a CPU comm's shrink) and every survivor passes that same list to
  * coll_comm_shrink_exclude. Returns INVALID_ARG (NULL comm or newcomm, the
- * config), NOT_AVAILABLE (a backend or an NCCL without shrink),
+ * config, an abort handle that is the old comm's or another's),
+ * NOT_AVAILABLE (a backend or an NCCL without shrink),
  * UNSUPPORTED, TIMEOUT, ABORTED, PEER_LOST, BACKEND. One thread per comm. */
 COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm,
                                         const coll_comm_config_t *cfg,
