@@ -639,13 +639,21 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
  * handle, if any, becomes the new comm's; its timeout, else comm's, bounds the
  * whole shrink). comm stays the caller's: after shrink its collectives fail
  * (the call ended this rank's part in it), and it may only be queried and
- * destroyed, after newcomm or before. Returns INVALID_ARG (NULL comm or
+ * destroyed, after newcomm or before. NCCL comms: ncclCommShrink, looked
+ * up at run time (NCCL 2.27.3 and newer; an older NCCL is NOT_AVAILABLE
+ * naming its version). An NCCL comm has no host-side channel of its own
+ * that survives a peer's death, so its ranks cannot agree on who is gone:
+ * coll_comm_shrink on an NCCL comm excludes no rank and serves a healthy
+ * comm only (every rank calls it; UNSUPPORTED on a failed one); after a
+ * failure the caller decides who is gone (from its launcher, its store, a
+ * CPU comm's shrink) and every survivor passes that list to
+ * coll_comm_shrink_exclude. Returns INVALID_ARG (NULL comm or
  * newcomm, a bad config, an abort handle in use, requests on comm not yet
  * waited for, a comm shrunk before), NOT_AVAILABLE (naming the backend or
  * transport), ABORTED (this rank's comm was aborted: it left), PEER_LOST (the
  * survivors left this rank out), TIMEOUT (a rank that is neither lost nor
- * shrinking), and the statuses of coll_comm_create. Blocks until the survivors'
- * new comm is connected. One thread per comm, on every survivor. */
+ * shrinking), UNSUPPORTED and BACKEND (NCCL comms), and the statuses of
+ * coll_comm_create. Blocks until the survivors' new comm is connected. One thread per comm, on every survivor. */
 COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm,
                                         const coll_comm_config_t *cfg,
                                         coll_comm_t **newcomm);
@@ -654,6 +662,26 @@ COLL_API int coll_comm_rank(const coll_comm_t *c);
 COLL_API int coll_comm_size(const coll_comm_t *c);
 /* "cpu" or "nccl" (a static string); NULL for NULL. Any thread. */
 COLL_API const char *coll_comm_backend(const coll_comm_t *c);
+
+/* coll_comm_shrink without the `nexclude` ranks listed in `exclude` (ranks
+ * of comm, in any order; the caller's array, read during the call). Every
+ * surviving rank passes the same ranks; an excluded rank must not call it.
+ * NCCL comms only: on a healthy comm NCCL's default shrink (no work may be
+ * in flight); on a comm that failed or was aborted, NCCL_SHRINK_ABORT,
+ * which first ends the old comm's work. That needs the old NCCL comm kept
+ * after its failure: set COLL_NCCL_SHRINKABLE=1 before the comm is created
+ * (otherwise a failure aborts NCCL's comm at once, and the shrink of a
+ * failed comm is COLL_ERR_UNSUPPORTED saying so). Ranks that pass
+ * different lists get NCCL's error (BACKEND) or its hang (ended by the
+ * timeout). Returns what coll_comm_shrink returns, and INVALID_ARG for a
+ * NULL list with nexclude > 0, a negative count, a rank out of range or
+ * listed twice, or this rank in the list; NOT_AVAILABLE on CPU comms
+ * (they agree by themselves: coll_comm_shrink). One thread per comm. */
+COLL_API coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm,
+                                                const int *exclude,
+                                                int nexclude,
+                                                const coll_comm_config_t *cfg,
+                                                coll_comm_t **newcomm);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                              */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* comm.c: coll_comm_create, a CPU ring comm over a caller's transport, and
- * coll_comm_init_rank, an NCCL comm from a unique id. With env_init.c this
- * is the composition root: the only place that picks a backend. */
+/* comm.c: coll_comm_create, a CPU ring comm over a caller's transport,
+ * and coll_comm_init_rank, an NCCL comm from a unique id. With env_init.c
+ * and shrink.c this is the composition root: the only place that picks a
+ * backend. */
+#include "core/comm.h"
 #include "core/error.h"
 #include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"

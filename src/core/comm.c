@@ -82,6 +82,12 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank, int world,
     c->abort = adopt;
   } else {
     s = coll__abort_handle_new(&c->abort);
+    /* Its own from the start, like a group's: a config that hands it to
+     * another constructor (a shrink's, an init's) is refused. */
+    if (s == COLL_OK) {
+      atomic_store(&c->abort->bound, 1);
+      atomic_store(&c->abort->adopted, 1);
+    }
   }
   if (s != COLL_OK) {
     free(c);

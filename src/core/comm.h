@@ -61,6 +61,12 @@ typedef struct coll_backend_ops {
    * caller's. One thread per comm. */
   coll_status_t (*shrink)(coll_comm_t *c, const coll_comm_config_t *cfg,
                           coll_comm_t **out);
+  /* Optional: the same without the ranks of `exclude` (n of them, checked:
+   * in range, distinct, sorted, this rank not among them), for backends
+   * whose ranks cannot agree on who is gone (coll_comm_shrink_exclude). */
+  coll_status_t (*shrink_exclude)(coll_comm_t *c, const int *exclude, int n,
+                                  const coll_comm_config_t *cfg,
+                                  coll_comm_t **out);
 } coll_backend_ops_t;
 
 struct coll_abort_handle {

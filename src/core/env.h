@@ -52,6 +52,8 @@
     "shared secret checked by the store and transport handshakes")              \
   X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                          \
     "path or name of libnccl to load (default libnccl.so.2)")                   \
+  X(NCCL_SHRINKABLE, "COLL_NCCL_SHRINKABLE",                                    \
+    "1: a failed or aborted NCCL comm keeps NCCL's comm for a shrink")          \
   X(ALGO, "COLL_ALGO",                                                          \
     "allreduce algorithm: auto (default), ring, rd (recursive doubling)")       \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                      \

@@ -79,8 +79,9 @@ static const entry_t cuda_entries[] = {
     {"cudaDriverGetVersion", SLOT(cuda_driver_get_version), 0},
 };
 
-/* Pre-multiplied sums arrived in 2.11 and ncclGetLastError in 2.13; older
- * libraries still serve the rest (premul_sum then reports the version). */
+/* Pre-multiplied sums arrived in 2.11, ncclGetLastError in 2.13 and
+ * ncclCommShrink in 2.27.3; older libraries still serve the rest (premul_sum
+ * and comm_shrink then report the version). */
 static const entry_t nccl_entries[] = {
     {"ncclGetVersion", SLOT(nccl_get_version), 0},
     {"ncclGetErrorString", SLOT(nccl_get_error_string), 0},
@@ -101,6 +102,7 @@ static const entry_t nccl_entries[] = {
     {"ncclGroupEnd", SLOT(nccl_group_end), 0},
     {"ncclRedOpCreatePreMulSum", SLOT(nccl_red_op_create_pre_mul_sum), 1},
     {"ncclRedOpDestroy", SLOT(nccl_red_op_destroy), 1},
+    {"ncclCommShrink", SLOT(nccl_comm_shrink), 1},
 };
 
 /* Fills the slots from lib (POSIX lets a dlsym result become a function

@@ -17,6 +17,15 @@
 
 #define COLL_NCCL_WHY_MAX 320
 
+/* ncclCommShrink's flags (nccl.h 2.27.3+), spelled out here so the backend
+ * builds against an older nccl.h and looks the entry point up at run time. */
+#ifndef NCCL_SHRINK_DEFAULT
+#define NCCL_SHRINK_DEFAULT 0x00
+#endif
+#ifndef NCCL_SHRINK_ABORT
+#define NCCL_SHRINK_ABORT 0x01
+#endif
+
 /* Two halves, each present or not: the CUDA runtime (enough for staging
  * device buffers on CPU comms) and NCCL. A missing half carries the reason in
  * its *_why text; its slots are then NULL. */
@@ -102,6 +111,12 @@ typedef struct coll_nccl_table {
                                                  ncclScalarResidence_t res,
                                                  ncclComm_t c);
   ncclResult_t (*nccl_red_op_destroy)(ncclRedOp_t op, ncclComm_t c);
+  /* Optional (>= 2.27.3): a comm of the ranks not in `exclude`, renumbered
+   * in order; every survivor passes the same list. NCCL_SHRINK_ABORT ends
+   * the parent's work first (after a failure). */
+  ncclResult_t (*nccl_comm_shrink)(ncclComm_t c, int *exclude, int nexclude,
+                                   ncclComm_t *out, ncclConfig_t *config,
+                                   int flags);
 } coll_nccl_table_t;
 
 /* The table in use: the installed one, or the libraries loaded by dlopen.

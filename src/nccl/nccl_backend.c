@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_backend.c: the NCCL backend's vtable: submit, abort, destroy and the
- * buffer check, and the wrapping of an NCCL comm into a coll comm. */
+ * buffer check (shrink is in nccl_shrink.c), and the wrapping of an NCCL
+ * comm into a coll comm. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,15 @@ static void be_abort(coll_comm_t *c) {
   uv_mutex_lock(&be->mu);
   atomic_store(&be->torn, 1);
   uv_mutex_unlock(&be->mu);
+  if (be->keep_for_shrink) {
+    /* Kept for coll_comm_shrink_exclude (NCCL_SHRINK_ABORT ends its work
+     * there) or aborted by destroy; libcoll's waits end on torn. */
+    be->parked = 1;
+    COLL_INFO(COLL_LOG_NCCL,
+              "comm '%s' rank %d aborted; NCCL's comm kept for a shrink",
+              c->name, c->rank);
+    return;
+  }
   /* ncclCommAbort stops the comm's kernels and proxy without waiting for
    * peers; NCCL switches to the comm's device itself, this keeps the
    * caller's current device as it was whatever NCCL does. */
@@ -100,6 +110,9 @@ static coll_status_t be_destroy(coll_comm_t *c, int aborted) {
     } else {
       r = be->t->nccl_comm_destroy(be->nc);
     }
+    if (r != ncclSuccess) s = coll__nccl_result(be->t, r, NULL, "comm destroy");
+  } else if (be->parked) {
+    r = be->t->nccl_comm_abort(be->nc);
     if (r != ncclSuccess) s = coll__nccl_result(be->t, r, NULL, "comm destroy");
   }
   coll__nccl_events_free(be);
@@ -149,6 +162,8 @@ static const coll_backend_ops_t nccl_ops = {
     .destroy = be_destroy,
     .check_buffer = be_check_buffer,
     .prepare = be_prepare,
+    .shrink = coll__nccl_shrink,
+    .shrink_exclude = coll__nccl_shrink_exclude,
 };
 
 coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
@@ -194,6 +209,7 @@ coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
       goto fail;
     }
   }
+  be->keep_for_shrink = coll__nccl_keep_wanted(t);
   uv_mutex_init(&be->mu);
   c->be = be;
   *out = c;

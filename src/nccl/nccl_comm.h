@@ -33,6 +33,12 @@ typedef struct coll_nccl_be {
    * NCCL again. */
   uv_mutex_t mu;
   atomic_int torn;
+  /* COLL_NCCL_SHRINKABLE with an NCCL that can shrink: abort marks the
+   * comm torn but keeps nc (parked = 1, set under the guard) for a shrink
+   * with NCCL_SHRINK_ABORT; destroy aborts it. Only shrink and destroy pass
+   * a parked nc to NCCL, both under the guard or after the unlink. */
+  int keep_for_shrink;
+  int parked;
   /* A sticky failure (an NCCL error, an async error, a timeout): the comm
    * was aborted for it and every later call reports it. Written once,
    * published by failed (release). */
@@ -158,6 +164,15 @@ int coll__nccl_agree_wanted(void);
 coll_status_t coll__nccl_agree_init(coll_nccl_be_t *be);
 void coll__nccl_agree_free(coll_nccl_be_t *be);
 coll_status_t coll__nccl_agree(coll_nccl_be_t *be, const coll_work_t *w);
+
+/* Shrink (nccl_shrink.c): the backend's shrink and shrink_exclude slots.
+ * keep_wanted: COLL_NCCL_SHRINKABLE is 1 and t can shrink. */
+int coll__nccl_keep_wanted(const coll_nccl_table_t *t);
+coll_status_t coll__nccl_shrink(coll_comm_t *c, const coll_comm_config_t *cfg,
+                                coll_comm_t **out);
+coll_status_t coll__nccl_shrink_exclude(coll_comm_t *c, const int *exclude,
+                                        int n, const coll_comm_config_t *cfg,
+                                        coll_comm_t **out);
 
 /* Point-to-point (nccl_p2p.c). queue: under the guard, holds the request.
  * flush: gives every held request to NCCL in one group (the fused launch

@@ -7,6 +7,10 @@
  *                            device buffers over the TCP ring
  *   coll_gpu_check abort     a collective blocked on a rank that never joins,
  *                            released by coll_abort from another thread
+ *   coll_gpu_check shrink    a world-1 comm shrunk while healthy, and one
+ *                            kept by COLL_NCCL_SHRINKABLE shrunk after
+ *                            coll_abort (NCCL_SHRINK_ABORT); an NCCL before
+ *                            2.27.3 must say it has no ncclCommShrink
  * Each prints "PASS <check>" or "FAIL <check>: <why>"; the exit code is the
  * number of failures. */
 #include <cuda_runtime_api.h>
@@ -85,6 +89,54 @@ static void check_world1(void) {
 out:
   coll_comm_destroy(c);
   cudaFree(a);
+}
+
+/* Allreduce on c of a fresh buffer: the sum of one rank is the input. */
+static int shrunk_works(coll_comm_t *c) {
+  enum { N = 1 << 16 };
+  float *a = dev_floats(N, 2.0f);
+  int ok = a != NULL &&
+           coll_allreduce(c, a, a, N, COLL_F32, COLL_SUM, NULL) == COLL_OK &&
+           dev_check(a, N, 2.0f, 1.0f);
+  cudaFree(a);
+  return ok;
+}
+
+static void check_shrink(void) {
+  const char *check = "nccl shrink";
+  coll_unique_id_t id;
+  coll_comm_t *c = NULL, *n = NULL;
+  coll_abort_handle_t *h = NULL;
+  coll_status_t s;
+  CK(check, coll_unique_id_create(&id));
+  CK(check, coll_comm_init_rank(0, 1, &id, NULL, &c));
+  s = coll_comm_shrink(c, NULL, &n);
+  if (s == COLL_ERR_NOT_AVAILABLE) {
+    report("nccl shrink: an older NCCL says so",
+           strstr(coll_last_error(), "has no ncclCommShrink") != NULL,
+           coll_last_error());
+    goto out;
+  }
+  CK(check, s);
+  report("nccl shrink of a healthy comm", shrunk_works(n), "wrong sum");
+  coll_comm_destroy(n);
+  n = NULL;
+  coll_comm_destroy(c);
+  c = NULL;
+  setenv("COLL_NCCL_SHRINKABLE", "1", 1);
+  CK(check, coll_unique_id_create(&id));
+  s = coll_comm_init_rank(0, 1, &id, NULL, &c);
+  unsetenv("COLL_NCCL_SHRINKABLE");
+  CK(check, s);
+  CK(check, coll_comm_abort_handle(c, &h));
+  CK(check, coll_abort(h));
+  CK(check, coll_comm_shrink_exclude(c, NULL, 0, NULL, &n));
+  report("nccl shrink after coll_abort (NCCL_SHRINK_ABORT)", shrunk_works(n),
+         "wrong sum");
+out:
+  coll_abort_handle_release(h);
+  coll_comm_destroy(n);
+  coll_comm_destroy(c);
 }
 
 struct group_arg {
@@ -255,8 +307,11 @@ int main(int argc, char **argv) {
     check_tcp_rank();
   else if (strcmp(what, "abort") == 0)
     check_abort();
+  else if (strcmp(what, "shrink") == 0)
+    check_shrink();
   else {
-    fprintf(stderr, "usage: coll_gpu_check world1|group|tcp-rank|abort\n");
+    fprintf(stderr,
+            "usage: coll_gpu_check world1|group|tcp-rank|abort|shrink\n");
     return 2;
   }
   return failures;

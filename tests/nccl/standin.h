@@ -15,7 +15,8 @@ typedef struct standin_config {
   int ndev;      /* CUDA devices visible (0: none) */
   int no_nccl;   /* the table has no NCCL half ("library not found") */
   int no_driver; /* every CUDA call fails with cudaErrorInsufficientDriver */
-  int version;   /* ncclGetVersion's code; 0: 22809 (2.28.9) */
+  int version;   /* ncclGetVersion's code; 0: 22809 (2.28.9); below 22703
+                    the table has no ncclCommShrink, as such an NCCL */
   int deferred;  /* stream work runs only when a query or sync looks */
   int hang;      /* collectives never complete (until their comm aborts) */
 } standin_config_t;
@@ -58,6 +59,8 @@ typedef struct standin_stats {
   int events_live;
   int copies;        /* cudaMemcpyAsync calls posted */
   unsigned contexts; /* bit d: a primary context was made on device d */
+  int shrinks;       /* ncclCommShrink calls that NCCL accepted */
+  int shrink_aborts; /* of which with NCCL_SHRINK_ABORT */
 } standin_stats_t;
 
 void standin_stats(standin_stats_t *out);

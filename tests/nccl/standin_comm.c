@@ -82,8 +82,8 @@ static void clique_init_done(si_clique_t *q) {
 
 /* Joins the clique of `id`; the comm stays ncclInProgress until every rank
  * joined (NCCL's bootstrap). */
-static ncclResult_t join(ncclComm_t *out, int nranks, const char *id, int rank,
-                         int nonblocking) {
+ncclResult_t si_join(ncclComm_t *out, int nranks, const char *id, int rank,
+                     int nonblocking) {
   si_clique_t *q;
   struct ncclComm *c;
   if (nranks < 1 || nranks > SI_MAXR || rank < 0 || rank >= nranks)
@@ -102,7 +102,7 @@ static ncclResult_t join(ncclComm_t *out, int nranks, const char *id, int rank,
 
 /* A blocking comm's init waits for its peers (bounded, so a test that gets
  * this wrong fails instead of hanging); an abort of the comm ends it. */
-static ncclResult_t wait_init(struct ncclComm *c) {
+ncclResult_t si_wait_init(struct ncclComm *c) {
   int waited = 0;
   while (c->async_err == ncclInProgress && !c->freed && waited < 20000) {
     uv_cond_timedwait(&si.cv, &si.mu, 1000000);
@@ -130,13 +130,13 @@ static ncclResult_t comm_init_rank_config(ncclComm_t *out, int nranks,
     uv_mutex_unlock(&si.mu);
     return si.fail_init;
   }
-  r = join(out, nranks, id.internal, rank, nonblocking);
+  r = si_join(out, nranks, id.internal, rank, nonblocking);
   if (r == ncclSuccess && si_group_depth > 0) {
     si_group_inits[si_group_ninit++] = *out;
   } else if (r == ncclSuccess && nonblocking) {
     r = (*out)->async_err == ncclSuccess ? ncclSuccess : ncclInProgress;
   } else if (r == ncclSuccess) {
-    r = wait_init(*out);
+    r = si_wait_init(*out);
   }
   uv_mutex_unlock(&si.mu);
   return r;
@@ -194,8 +194,14 @@ static ncclResult_t comm_destroy(ncclComm_t c) {
 }
 
 static const char *get_last_error(ncclComm_t c) {
-  (void)c; /* NCCL keeps one process-wide text */
-  return si.last_error;
+  /* NCCL keeps one process-wide text; the caller gets a copy of its own,
+   * so a rank that records an error (a shrink's) never races a reader. */
+  static _Thread_local char copy[sizeof si.last_error];
+  (void)c;
+  uv_mutex_lock(&si.mu);
+  memcpy(copy, si.last_error, sizeof copy);
+  uv_mutex_unlock(&si.mu);
+  return copy;
 }
 
 static ncclResult_t get_async_error(ncclComm_t c, ncclResult_t *e) {
@@ -228,7 +234,7 @@ static ncclResult_t group_end(void) {
     if (nonblocking) {
       if (c->async_err == ncclInProgress) r = ncclInProgress;
     } else {
-      r = wait_init(c);
+      r = si_wait_init(c);
     }
   }
   si_group_ninit = 0;
@@ -372,4 +378,5 @@ void si_nccl_fill(coll_nccl_table_t *t) {
     t->nccl_red_op_create_pre_mul_sum = premul_create;
     t->nccl_red_op_destroy = premul_destroy;
   }
+  if (si.cfg.version >= 22703) si_shrink_fill(t);
 }

@@ -90,6 +90,10 @@ typedef struct si_clique {
   int init_done; /* every rank joined and the device check ran */
   struct ncclComm *comms[SI_MAXR];
   si_slot_t *slots;
+  /* A clique made by ncclCommShrink: the exclude list of its first rank,
+   * which every later one must match (bad = 1 once one did not). */
+  int shrunk, nexcl, bad;
+  int excl[SI_MAXR];
   struct si_clique *next;
 } si_clique_t;
 
@@ -98,8 +102,10 @@ typedef struct si_clique {
 struct ncclComm {
   si_clique_t *q;
   int rank, dev;
-  int freed;       /* aborted or destroyed: NCCL must not see it again */
-  int nonblocking; /* config.blocking == 0 */
+  int freed;        /* aborted or destroyed: NCCL must not see it again */
+  int revoked;      /* shrunk with NCCL_SHRINK_ABORT: its work was ended */
+  unsigned shrinks; /* ncclCommShrink calls on it (names the new clique) */
+  int nonblocking;  /* config.blocking == 0 */
   /* ncclInProgress until init (or a launch waiting to connect) is done;
    * then ncclSuccess or the error. */
   ncclResult_t async_err;
@@ -147,6 +153,13 @@ void si_progress_all(void);
 int si_coll_try(si_op_t *op);
 /* NULL or freed comm: records a misuse, returns ncclInvalidUsage. */
 ncclResult_t si_comm_ok(struct ncclComm *c, const char *what);
+/* Comm lifecycle pieces that ncclCommShrink reuses (standin_comm.c):
+ * joining a clique by id, and a blocking comm's wait for its peers. */
+ncclResult_t si_join(ncclComm_t *out, int nranks, const char *id, int rank,
+                     int nonblocking);
+ncclResult_t si_wait_init(struct ncclComm *c);
+/* ncclCommShrink (standin_shrink.c), in the table from NCCL 2.27.3. */
+void si_shrink_fill(coll_nccl_table_t *t);
 /* The collective calls of the NCCL half (standin_nccl.c). */
 void si_nccl_fill_colls(coll_nccl_table_t *t);
 void si_nccl_free_all(void);

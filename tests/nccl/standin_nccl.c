@@ -267,9 +267,10 @@ int si_coll_try(si_op_t *op) {
   si_slot_t *sl = op->slot;
   struct ncclComm *c = sl->q->comms[op->rank];
   int r, ready = 1;
-  if (!sl->done && c->freed) {
-    /* The comm was aborted: its kernels exit, the stream moves on; the
-     * peers' halves stay stuck, as with NCCL. */
+  if (!sl->done && (c->freed || c->revoked)) {
+    /* The comm was aborted (or shrunk with NCCL_SHRINK_ABORT): its kernels
+     * exit, the stream moves on; the peers' halves stay stuck, as with
+     * NCCL. */
     sl->queued--;
     return 1;
   }
