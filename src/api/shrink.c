@@ -16,10 +16,15 @@ static coll_status_t check_config(const coll_comm_t *comm,
   coll_abort_handle_t *h;
   COLL_CHECK(coll__config_check(cfg, "comm_shrink"));
   h = coll__config_abort_handle(cfg);
-  if (h != NULL && (atomic_load(&h->adopted) || h == comm->abort))
+  if (h != NULL && h == comm->abort)
     return coll__err(COLL_ERR_INVALID_ARG,
-                     "comm_shrink: the config's abort handle belongs to a "
-                     "comm already; each comm needs a handle of its own");
+                     "comm_shrink: the config's abort handle is the old "
+                     "comm's; the new comm needs one of its own");
+  if (h != NULL && atomic_load(&h->adopted))
+    return coll__err(
+        COLL_ERR_INVALID_ARG,
+        "comm_shrink: the config's abort handle already belongs to "
+        "another comm; each comm needs a handle of its own");
   return COLL_OK;
 }
 
@@ -38,11 +43,6 @@ coll_status_t coll_comm_shrink(coll_comm_t *comm, const coll_comm_config_t *cfg,
     return coll__err(COLL_ERR_NOT_AVAILABLE,
                      "comm_shrink: the %s backend cannot shrink a comm",
                      comm->ops->name);
-  if (coll_is_aborted(comm->abort))
-    return coll__err(COLL_ERR_ABORTED,
-                     "comm_shrink: this rank's comm (%s) was aborted: an "
-                     "aborted rank leaves the group and cannot shrink",
-                     comm->name);
   s = comm->ops->shrink(comm, cfg, newcomm);
   if (s != COLL_OK) coll__err_prefix("comm_shrink");
   return s;

@@ -50,6 +50,11 @@ static coll_status_t cpu_shrink(coll_comm_t *c, const coll_comm_config_t *cfg,
   coll_transport_t *nt = NULL;
   int pending;
   coll_status_t s;
+  if (coll_is_aborted(c->abort))
+    return coll__err(COLL_ERR_ABORTED,
+                     "this rank's comm (%s) was aborted: an aborted rank "
+                     "leaves the group and cannot shrink",
+                     c->name);
   uv_mutex_lock(&cpu->mu);
   pending = cpu->busy || cpu->head != NULL || cpu->p2p != NULL;
   uv_mutex_unlock(&cpu->mu);
