@@ -31,6 +31,7 @@ typedef struct ds_shared {
   atomic_int done[DS_WORLD];  /* the rank's failing call returned */
   atomic_int ready[DS_WORLD]; /* the rank is about to enter its call */
   atomic_int recorded[DS_WORLD];
+  atomic_int go; /* DS_STOPPED: the odd rank is stopped, the others go on */
   int status[DS_WORLD];
   char text[DS_WORLD][DS_TEXT];
 } ds_shared_t;
@@ -41,16 +42,18 @@ void ds_shared_init(ds_shared_t *sh);
  * on every rank (it must succeed), then allreduce #2 on all but the odd
  * rank, which stays in user code until the others returned and then calls
  * allreduce (DS_SKIP), or waits in coll_recv (DS_RECV), or enters
- * allreduce #2 too (DS_STOPPED: the test stops it). The failing call's
+ * allreduce #2 too (DS_STOPPED: the test stops it, then sets `go` for
+ * the others). The failing call's
  * status and text are recorded. Returns 0, or 1 if allreduce #1 failed
  * (recorded too). */
 int ds_rank(coll_comm_t *c, int rank, ds_scenario_t sc, ds_shared_t *sh);
 
 /* Checks every rank's record for scenario sc: a failure status (TIMEOUT on
  * the ranks in the collective) and a text that names the odd rank as the
- * scenario places it. ranks: how many to check (the odd rank last). 0, or
- * -1 with the first problem in msg. */
-int ds_check(const ds_shared_t *sh, ds_scenario_t sc, int ranks, char *msg,
-             size_t cap);
+ * scenario places it. A stopped rank only learns of it after it runs
+ * again, when its own timeout may have passed too: its text must say that
+ * the call timed out, nothing more. 0, or -1 with the first problem in
+ * msg. */
+int ds_check(const ds_shared_t *sh, ds_scenario_t sc, char *msg, size_t cap);
 
 #endif

@@ -47,7 +47,7 @@ static void run_inproc(ds_scenario_t sc) {
   assert_int_equal(test_inproc_comms(DS_WORLD, DS_TIMEOUT_MS, run->comms), 0);
   test_run_ranks(DS_WORLD, inproc_rank, run, RUN_MS, "desync over inproc");
   test_destroy_comms(DS_WORLD, run->comms);
-  rc = ds_check(&run->sh, sc, DS_WORLD, msg, sizeof msg);
+  rc = ds_check(&run->sh, sc, msg, sizeof msg);
   free(run);
   if (rc != 0) fail_msg("inproc: %s", msg);
 }
@@ -100,7 +100,7 @@ static void run_shm(ds_scenario_t sc) {
   shm_test_fn_owns_transport = 0;
   TT_ASSERT_RANKS_OK(res, DS_WORLD);
   assert_int_equal(rc, 0);
-  rc = ds_check(a.sh, sc, DS_WORLD, msg, sizeof msg);
+  rc = ds_check(a.sh, sc, msg, sizeof msg);
   munmap(a.sh, sizeof *a.sh);
   if (rc != 0) fail_msg("shm: %s", msg);
 }
