@@ -78,6 +78,11 @@ coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   if (t == NULL) return run_at(cpu, w);
   (void)coll__trace_take_peer(); /* forget an earlier collective's */
   s = run_at(cpu, w);
+  if (s != COLL_OK) {
+    /* A timeout's desync report goes into the dump the timeout writes. */
+    char rep[COLL_DESYNC_REPORT_MAX];
+    if (coll__t_report(cpu->t, rep, sizeof rep)) coll__trace_set_desync(t, rep);
+  }
   /* Here, on the thread that ran it, the end time is exact and the peer of
    * a failed wait is known. */
   coll__trace_end(t, w->trace_seq, s,

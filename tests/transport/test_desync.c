@@ -62,6 +62,36 @@ static void test_inproc_recv(void **state) {
   run_inproc(DS_RECV);
 }
 
+/* With COLL_TRACE_FILE set, the dump that the timeout writes on every rank
+ * holds the report too. */
+static void test_inproc_trace(void **state) {
+  char dir[] = "/tmp/coll-desync-XXXXXX", pattern[96], path[128];
+  static char doc[16384];
+  int r;
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(pattern, sizeof pattern, "%s/trace.%%r.json", dir);
+  setenv("COLL_TRACE_FILE", pattern, 1);
+  run_inproc(DS_SKIP);
+  unsetenv("COLL_TRACE_FILE");
+  for (r = 0; r < DS_WORLD; r++) {
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "%s/trace.%d.json", dir, r);
+    f = fopen(path, "r");
+    if (f == NULL) fail_msg("rank %d wrote no %s", r, path);
+    n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    unlink(path);
+    if (strstr(doc, "\"desync\": \"allreduce #2 timed out after 1.0 s") ==
+            NULL ||
+        strstr(doc, "rank 3 never entered it") == NULL)
+      fail_msg("rank %d's dump lacks the report: %.400s", r, doc);
+  }
+  rmdir(dir);
+}
+
 /* ---- shared memory: ranks as processes ---------------------------------- */
 
 typedef struct shm_args {
@@ -117,9 +147,8 @@ static void test_shm_recv(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_inproc_skip),
-      cmocka_unit_test(test_inproc_recv),
-      cmocka_unit_test(test_shm_skip),
+      cmocka_unit_test(test_inproc_skip),  cmocka_unit_test(test_inproc_recv),
+      cmocka_unit_test(test_inproc_trace), cmocka_unit_test(test_shm_skip),
       cmocka_unit_test(test_shm_recv),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
