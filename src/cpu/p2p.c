@@ -280,14 +280,16 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
 
 static coll_status_t p2p_wait(coll_request_t *hdr) {
   p2p_req_t *r = (p2p_req_t *)hdr;
-  coll_pos_t *pos = coll__t_position(r->cpu->t);
+  /* A request that is done may outlive its comm: only one still pending
+   * says where this rank waits, for a peer whose collective times out. */
+  coll_pos_t *pos = r->done ? NULL : coll__t_position(r->cpu->t);
   coll_status_t s;
   unsigned spins = 0;
-  /* Where this rank waits, for a peer whose collective times out. */
-  coll__pos_p2p(
-      pos,
-      r->work.kind == COLL_WORK_SEND ? COLL_POS_P2P_SEND : COLL_POS_P2P_RECV,
-      r->work.root, r->work.tag);
+  if (pos != NULL)
+    coll__pos_p2p(
+        pos,
+        r->work.kind == COLL_WORK_SEND ? COLL_POS_P2P_SEND : COLL_POS_P2P_RECV,
+        r->work.root, r->work.tag);
   if (!r->done && r->sp == NULL && r->posted && r->cpu->unposted == NULL)
     settle(r, finish(r));
   while (!r->done) {
@@ -298,7 +300,7 @@ static coll_status_t p2p_wait(coll_request_t *hdr) {
   if (s != COLL_OK) coll__err_restore(r->msg);
   /* As for collectives (run.c): a call that broke the comm stays where
    * peers that ask later see it. */
-  if (s == COLL_OK || s == COLL_ERR_LENGTH_MISMATCH)
+  if (pos != NULL && (s == COLL_OK || s == COLL_ERR_LENGTH_MISMATCH))
     coll__pos_p2p(pos, COLL_POS_P2P_NONE, 0, 0);
   free(r);
   return s;

@@ -44,6 +44,13 @@ static void ctl_queue(tcp_conn_t *c, tcp_req_t *r, uint8_t kind,
   coll__tcp_req_count(r);
 }
 
+int coll__tcp_sq_has_user_sends(const tcp_conn_t *c) {
+  const tcp_req_t *r;
+  for (r = c->sq; r != NULL; r = r->next)
+    if (r != &c->ctl_query && r != &c->ctl_reply) return 1;
+  return 0;
+}
+
 /* Writes what c's queue lets go now; the loop thread does the rest. */
 static void ctl_push(tcp_conn_t *c) {
   char why[TCP_WHY_MAX];

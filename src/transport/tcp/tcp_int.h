@@ -296,6 +296,9 @@ tcp_ev_t coll__tcp_rx_control(tcp_conn_t *c, const coll_tcp_frame_t *f,
                               char *why);
 /* Keeps report (first wins) for the farewell and the peers. Any thread. */
 void coll__tcp_report_keep(tcp_transport_t *t, const char *report, size_t n);
+/* 1 if c's send queue holds a caller's send (not only control frames,
+ * whose bytes the connection owns). smu held. */
+int coll__tcp_sq_has_user_sends(const tcp_conn_t *c);
 /* Loop thread: answers the queries read on every connection. */
 void coll__tcp_answer_queries(tcp_transport_t *t);
 /* Loop thread: an urgent byte is pending on c: takes it and reads on. */
