@@ -20,11 +20,13 @@ void coll__pos_init(coll_pos_t *p) {
 }
 
 /* The seqlock's writer side: ver goes odd, the fields change, ver goes
- * even. The release fence keeps the field stores after the odd store. */
+ * even. Without fences (a thread sanitizer does not model them): every
+ * field store is a release, so a reader whose acquire load of a field sees
+ * the new value also sees ver odd or past it; the even store is a release
+ * too, so a reader that sees it sees every field. */
 static void write_begin(coll_pos_t *p) {
   uint64_t v = atomic_load_explicit(&p->ver, memory_order_relaxed);
   atomic_store_explicit(&p->ver, v + 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
 }
 
 static void write_end(coll_pos_t *p) {
@@ -36,10 +38,10 @@ void coll__pos_enter(coll_pos_t *p, int kind, int op, int dtype, uint64_t count,
                      int root) {
   uint64_t seq = atomic_load_explicit(&p->seq, memory_order_relaxed);
   write_begin(p);
-  atomic_store_explicit(&p->seq, seq + 1, memory_order_relaxed);
-  atomic_store_explicit(&p->count, count, memory_order_relaxed);
+  atomic_store_explicit(&p->seq, seq + 1, memory_order_release);
+  atomic_store_explicit(&p->count, count, memory_order_release);
   atomic_store_explicit(&p->meta, pack_meta(kind, op, dtype, 1, root),
-                        memory_order_relaxed);
+                        memory_order_release);
   write_end(p);
 }
 
@@ -47,7 +49,7 @@ void coll__pos_leave(coll_pos_t *p) {
   uint64_t m = atomic_load_explicit(&p->meta, memory_order_relaxed);
   write_begin(p);
   atomic_store_explicit(&p->meta, m & ~((uint64_t)1 << 24),
-                        memory_order_relaxed);
+                        memory_order_release);
   write_end(p);
 }
 
@@ -64,10 +66,9 @@ void coll__pos_read(const coll_pos_t *p, coll_pos_snap_t *out) {
   coll_pos_t *q = (coll_pos_t *)p; /* atomics are read through non-const */
   do {
     v0 = atomic_load_explicit(&q->ver, memory_order_acquire);
-    seq = atomic_load_explicit(&q->seq, memory_order_relaxed);
-    count = atomic_load_explicit(&q->count, memory_order_relaxed);
-    meta = atomic_load_explicit(&q->meta, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
+    seq = atomic_load_explicit(&q->seq, memory_order_acquire);
+    count = atomic_load_explicit(&q->count, memory_order_acquire);
+    meta = atomic_load_explicit(&q->meta, memory_order_acquire);
     v1 = atomic_load_explicit(&q->ver, memory_order_relaxed);
     /* A writer changes it for a few stores, once per collective: a
      * reader that keeps losing the race is unheard of; it stops anyway. */

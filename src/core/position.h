@@ -8,10 +8,11 @@
  * Threads. One thread writes the collective part (the one running the
  * comm's collectives) and one the point-to-point part (the comm's user);
  * any thread, or another process over shared memory, reads a snapshot.
- * The collective part is a seqlock over relaxed atomics, the
- * point-to-point part one atomic word: a reader never sees a torn
- * position, and a write costs a few uncontended stores. The struct holds
- * no pointer, so it may live in memory shared between processes. */
+ * The collective part is a seqlock over atomics (release stores, acquire
+ * loads, no fences), the point-to-point part one atomic word: a reader
+ * never sees a torn position, and a write costs a few uncontended stores.
+ * The struct holds no pointer, so it may live in memory shared between
+ * processes. */
 #ifndef COLL_CORE_POSITION_H
 #define COLL_CORE_POSITION_H
 
