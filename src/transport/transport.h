@@ -109,9 +109,9 @@ void coll__t_desync(coll_transport_t *t);
 coll_pos_t *coll__t_position(coll_transport_t *t);
 /* The comm's timeout, for the desync report. One thread, before use. */
 void coll__t_set_timeout(coll_transport_t *t, int64_t timeout_ms);
-/* The desync report this endpoint holds: its own (it timed out), else one
- * a peer carried here; 1 and the text in buf (n bytes), or 0. Any
- * thread. */
+/* The desync report this endpoint holds: for a failure that started on
+ * another rank the one a peer carried here, else its own (it timed out);
+ * 1 and the text in buf (n bytes), or 0. Any thread. */
 int coll__t_report(coll_transport_t *t, char *buf, size_t n);
 /* The sentence of a failure that started at o, as seen here: the origin's
  * text, and for a timeout the desync report after it ("rank 1 timed out in

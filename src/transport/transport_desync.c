@@ -69,6 +69,13 @@ void coll__t_desync(coll_transport_t *t) {
 }
 
 int coll__t_report(coll_transport_t *t, char *buf, size_t n) {
+  coll_origin_t o;
+  /* A failure that started elsewhere: the report of the rank where it
+   * started, which every rank it ends shares (this rank may have asked
+   * too, and heard less while the failure reached it). */
+  if (coll__t_origin(t, &o) && o.rank != t->rank && t->heard != NULL &&
+      t->heard(t->ctx, buf, n))
+    return 1;
   if (atomic_load(&t->report_ready)) {
     snprintf(buf, n, "%s", t->report);
     return 1;
