@@ -71,7 +71,9 @@ void coll__pos_read(const coll_pos_t *p, coll_pos_snap_t *out) {
     meta = atomic_load_explicit(&q->meta, memory_order_acquire);
     v1 = atomic_load_explicit(&q->ver, memory_order_relaxed);
     /* A writer changes it for a few stores, once per collective: a
-     * reader that keeps losing the race is unheard of; it stops anyway. */
+     * reader that keeps losing the race is unheard of. It stops anyway
+     * (a process that died mid-write leaves ver odd in shared memory), and
+     * then reports what it read. */
   } while ((v0 != v1 || (v0 & 1)) && ++tries < 1000000);
   w = atomic_load_explicit(&q->p2p, memory_order_relaxed);
   memset(out, 0, sizeof *out);

@@ -116,14 +116,20 @@ static coll_pos_t g_pos;
 static atomic_int g_stop;
 
 /* Enters collectives whose fields all derive from seq, so a torn read
- * shows as fields that disagree. */
+ * shows as fields that disagree. A short pause between two collectives
+ * (a real one takes microseconds): a reader facing a writer that never
+ * stops gives up after a bounded number of tries (position.c), which only
+ * a writer that died mid-write could make it do in earnest. */
 static void *writer(void *arg) {
+  volatile unsigned spin;
   uint64_t k;
   (void)arg;
   for (k = 1; !atomic_load(&g_stop) && k < 2000000; k++) {
     coll__pos_enter(&g_pos, (int)(k % 11) + 1, (int)(k % 5), (int)(k % 7),
                     k * 3, (int)(k % 4));
     coll__pos_leave(&g_pos);
+    for (spin = 0; spin < 64; spin++) {
+    }
   }
   atomic_store(&g_stop, 1);
   return NULL;
