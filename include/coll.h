@@ -83,6 +83,16 @@
  *    them adds what was wrong).
  *  - another failure that ends rank 3's comm: its status, "rank 3 failed
  *    (out of memory), seen by rank 0".
+ *  - a timeout (COLL_ERR_TIMEOUT) says who is missing: before the rank
+ *    whose wait ran out fails the comm, it asks every peer where it is
+ *    (within min(1 s, half the comm's timeout)), and its text reads
+ *    "allreduce #41 timed out after 10.0 s: rank 1 is still in broadcast
+ *    #40; rank 3 never entered it (last finished allreduce #40); ranks 0,2
+ *    are in it" (a peer that cannot answer "did not answer"). Every rank
+ *    whose call the timeout ends gets the same report after the origin's
+ *    text ("rank 0 timed out in a collective, seen by rank 2: allreduce
+ *    #41 timed out ..."); the statuses are those above. Collectives are
+ *    numbered per comm from 1. Not on a third party's transport.
  * An idle comm reports a failure at its next call (a frozen peer within a
  * twentieth of the heartbeat timeout of the call's first wait on it). A
  * third party's transport (coll_transport_create) cannot pass origins on:

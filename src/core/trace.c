@@ -176,3 +176,10 @@ void coll__trace_end(coll_trace_t *t, uint64_t seq, coll_status_t s, int peer) {
   uv_mutex_unlock(&t->mu);
   if (first && s == COLL_ERR_TIMEOUT) (void)coll__trace_dump(t, "timeout");
 }
+
+void coll__trace_set_desync(coll_trace_t *t, const char *report) {
+  if (t == NULL || report == NULL) return;
+  uv_mutex_lock(&t->mu);
+  if (t->desync[0] == '\0') snprintf(t->desync, sizeof t->desync, "%s", report);
+  uv_mutex_unlock(&t->mu);
+}

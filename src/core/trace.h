@@ -45,6 +45,12 @@ uint64_t coll__trace_begin(coll_trace_t *t, const coll_work_t *w);
  * entry is still in the ring. A timeout writes the file. Any thread. */
 void coll__trace_end(coll_trace_t *t, uint64_t seq, coll_status_t s, int peer);
 
+/* The longest desync report a recorder keeps (bytes, with the NUL). */
+#define COLL_TRACE_DESYNC_MAX 384
+/* Keeps the desync report of a timeout (the first one; later ones are
+ * dropped), written as "desync" in every dump after it. Any thread. */
+void coll__trace_set_desync(coll_trace_t *t, const char *report);
+
 /* Writes the JSON file (COLL_TRACE_FILE as it was when the comm was made,
  * with %r, %p, %c, %% expanded),
  * naming `reason`. Returns 0, or -1 after a WARN naming the path. Any

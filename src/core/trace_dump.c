@@ -100,7 +100,8 @@ static void put_entry(FILE *f, const coll_trace_t *t,
 
 /* The whole document; entries oldest first. */
 static void put_doc(FILE *f, const coll_trace_t *t, const char *reason,
-                    const coll_trace_entry_t *ring, uint64_t next_seq) {
+                    const char *desync, const coll_trace_entry_t *ring,
+                    uint64_t next_seq) {
   uint64_t now = coll__now_ns(), first, seq;
   int any = 0;
   first = next_seq > t->cap ? next_seq - t->cap : 1;
@@ -111,6 +112,10 @@ static void put_doc(FILE *f, const coll_trace_t *t, const char *reason,
   put_string(f, t->backend);
   fputs(",\n  \"comm\": ", f);
   put_string(f, t->name);
+  if (desync[0] != '\0') {
+    fputs(",\n  \"desync\": ", f);
+    put_string(f, desync);
+  }
   fprintf(f,
           ",\n  \"comm_number\": %d,\n  \"pid\": %ld,\n  \"time_us\": %lld,\n"
           "  \"entries_max\": %u,\n  \"entries_recorded\": %llu,\n"
@@ -129,7 +134,7 @@ static void put_doc(FILE *f, const coll_trace_t *t, const char *reason,
 
 int coll__trace_dump(coll_trace_t *t, const char *reason) {
   const char *pattern = t != NULL ? t->pattern : NULL;
-  char path[4096], tmp[4160];
+  char path[4096], tmp[4160], desync[COLL_TRACE_DESYNC_MAX];
   coll_trace_entry_t *copy;
   uint64_t next_seq;
   FILE *f;
@@ -151,6 +156,7 @@ int coll__trace_dump(coll_trace_t *t, const char *reason) {
   uv_mutex_lock(&t->mu);
   memcpy(copy, t->ring, (size_t)t->cap * sizeof *copy);
   next_seq = t->next_seq;
+  memcpy(desync, t->desync, sizeof desync);
   uv_mutex_unlock(&t->mu);
   snprintf(tmp, sizeof tmp, "%s.tmp%ld.%u", path, (long)getpid(),
            atomic_fetch_add(&t->dumps, 1));
@@ -162,7 +168,7 @@ int coll__trace_dump(coll_trace_t *t, const char *reason) {
     free(copy);
     return -1;
   }
-  put_doc(f, t, reason, copy, next_seq);
+  put_doc(f, t, reason, desync, copy, next_seq);
   free(copy);
   err = ferror(f) ? EIO : 0;
   if (fclose(f) != 0 && err == 0) err = errno;

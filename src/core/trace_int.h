@@ -42,6 +42,8 @@ struct coll_trace {
    * into Unix times that line up across ranks. */
   int64_t wall_offset_ns;
   atomic_uint dumps; /* names each dump's temporary file */
+  /* The desync report of a timeout (core/desync.h), under mu; "": none. */
+  char desync[COLL_TRACE_DESYNC_MAX];
   /* The list of live recorders (trace_signal.c's mutex). */
   struct coll_trace *reg_prev, *reg_next;
 };

@@ -72,6 +72,11 @@ void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src, size_t count,
 /* Records the comm's first fatal failure (this thread's error text) and
  * aborts the transport so peers learn at once. Any thread. */
 void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s);
+/* After a failure s with this thread's text set: when the failure started
+ * with a timeout and the transport holds the desync report, the report
+ * goes into the text: in place of it on the rank that timed out, after it
+ * on the others. Any thread. */
+void coll__cpu_note_report(coll_cpu_t *cpu, coll_status_t s);
 /* COLL_OK, or the sticky failure with "what: the comm is unusable..."
  * recorded as this thread's error. Any thread. */
 coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what);

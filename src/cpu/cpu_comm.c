@@ -166,6 +166,7 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   }
   cpu->comm = c;
   cpu->t = t;
+  coll__t_set_timeout(t, c->timeout_ms);
   atomic_init(&cpu->aborted, 0);
   read_tuning(cpu);
   c->be = cpu;

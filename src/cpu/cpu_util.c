@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "cpu/cpu.h"
 #include "reduce/reduce.h"
+#include "transport/transport.h"
 
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
   ctx->t = cpu->t;
@@ -54,6 +55,22 @@ void coll__cpu_set_broken(coll_cpu_t *cpu, coll_status_t s) {
   uv_mutex_unlock(&cpu->mu);
   /* Peers learn at once, and where the failure started. */
   coll__t_fail(cpu->t, s);
+}
+
+void coll__cpu_note_report(coll_cpu_t *cpu, coll_status_t s) {
+  char rep[COLL_DESYNC_REPORT_MAX], msg[COLL_ERRMSG_MAX];
+  coll_origin_t o;
+  int has_origin = coll__t_origin(cpu->t, &o);
+  if (s == COLL_OK) return;
+  if (has_origin && o.cause != COLL_CAUSE_TIMEOUT) return;
+  if (!coll__t_report(cpu->t, rep, sizeof rep)) return;
+  if (strstr(coll_last_error(), rep) != NULL) return;
+  if (!has_origin || o.rank == cpu->t->rank) {
+    coll__err(s, "%s", rep); /* it names the call that timed out */
+    return;
+  }
+  coll__err_save(msg);
+  coll__err(s, "%.*s: %s", (int)(sizeof msg - sizeof rep - 4), msg, rep);
 }
 
 coll_status_t coll__cpu_check_usable(coll_cpu_t *cpu, const char *what) {

@@ -14,6 +14,7 @@
 #include "cpu/req.h"
 #include "cuda/staged_p2p.h"
 #include "cuda/staging.h"
+#include "transport/transport.h"
 
 /* The longest one transport wait blocks before the abort flag is looked
  * at again (abort also ends the transport wait itself). */
@@ -105,6 +106,7 @@ static coll_status_t conclude(p2p_req_t *r, coll_status_t s, size_t len) {
                   w->root, len, w->tag, w->count);
   if (s != COLL_OK) {
     coll__err_prefix(w->kind == COLL_WORK_SEND ? "send" : "recv");
+    coll__cpu_note_report(r->cpu, s);
     /* Anything but a length mismatch leaves the pair's message order
      * unknown: the comm cannot be used safely any more. */
     if (s != COLL_ERR_LENGTH_MISMATCH) coll__cpu_set_broken(r->cpu, s);
@@ -177,6 +179,8 @@ static coll_status_t give_up(p2p_req_t *r, coll_status_t s) {
   coll_cpu_t *cpu = r->cpu;
   const coll_work_t *w = &r->work;
   int send = w->kind == COLL_WORK_SEND;
+  /* Asked before the text is kept: the report names who is missing. */
+  if (s == COLL_ERR_TIMEOUT) coll__t_desync(cpu->t);
   if (s == COLL_ERR_ABORTED)
     coll__err(s, "%s: the comm (%s) was aborted", send ? "send" : "recv",
               cpu->comm->name);
@@ -186,6 +190,7 @@ static coll_status_t give_up(p2p_req_t *r, coll_status_t s) {
               "(%lld ms)",
               send ? "send to" : "recv from", w->root, w->tag,
               (long long)cpu->comm->timeout_ms);
+  coll__cpu_note_report(cpu, s);
   coll__cpu_set_broken(cpu, s);
   if (r->sp == NULL && r->posted) coll__t_abort_reap(cpu->t, r->treq, s);
   return s;
@@ -275,8 +280,16 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
 
 static coll_status_t p2p_wait(coll_request_t *hdr) {
   p2p_req_t *r = (p2p_req_t *)hdr;
+  /* A request that is done may outlive its comm: only one still pending
+   * says where this rank waits, for a peer whose collective times out. */
+  coll_pos_t *pos = r->done ? NULL : coll__t_position(r->cpu->t);
   coll_status_t s;
   unsigned spins = 0;
+  if (pos != NULL)
+    coll__pos_p2p(
+        pos,
+        r->work.kind == COLL_WORK_SEND ? COLL_POS_P2P_SEND : COLL_POS_P2P_RECV,
+        r->work.root, r->work.tag);
   if (!r->done && r->sp == NULL && r->posted && r->cpu->unposted == NULL)
     settle(r, finish(r));
   while (!r->done) {
@@ -285,6 +298,10 @@ static coll_status_t p2p_wait(coll_request_t *hdr) {
   }
   s = r->status;
   if (s != COLL_OK) coll__err_restore(r->msg);
+  /* As for collectives (run.c): a call that broke the comm stays where
+   * peers that ask later see it. */
+  if (pos != NULL && (s == COLL_OK || s == COLL_ERR_LENGTH_MISMATCH))
+    coll__pos_p2p(pos, COLL_POS_P2P_NONE, 0, 0);
   free(r);
   return s;
 }

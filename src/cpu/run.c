@@ -4,6 +4,7 @@
 #include "cpu/exec.h"
 #include "cpu/host.h"
 #include "cuda/staging.h"
+#include "transport/transport.h"
 
 static coll_status_t run_host(void *arg, const coll_work_t *w) {
   coll_cpu_t *cpu = arg;
@@ -48,18 +49,40 @@ static coll_status_t run_work(coll_cpu_t *cpu, const coll_work_t *w) {
     coll__err(s, "%s: the comm (%s) was aborted", what, cpu->comm->name);
   } else {
     coll__err_prefix(what);
+    coll__cpu_note_report(cpu, s);
   }
   if (is_fatal(s) || atomic_load(&cpu->t->aborted))
     coll__cpu_set_broken(cpu, s);
   return s;
 }
 
+/* Runs w with the comm's position saying so (core/position.h): a peer
+ * whose collective times out asks where this rank is. */
+static coll_status_t run_at(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_pos_t *pos = coll__t_position(cpu->t);
+  coll_status_t s;
+  coll__pos_enter(pos, (int)w->kind, (int)w->op, (int)w->dtype, w->count,
+                  w->kind == COLL_WORK_BROADCAST || w->kind == COLL_WORK_REDUCE
+                      ? w->root
+                      : -1);
+  s = run_work(cpu, w);
+  /* A fatal failure leaves the comm unusable where it stopped: peers that
+   * time out later still see this rank in the call it failed in. */
+  if (!is_fatal(s)) coll__pos_leave(pos);
+  return s;
+}
+
 coll_status_t coll__cpu_run(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_trace_t *t = cpu->comm->trace;
   coll_status_t s;
-  if (t == NULL) return run_work(cpu, w);
+  if (t == NULL) return run_at(cpu, w);
   (void)coll__trace_take_peer(); /* forget an earlier collective's */
-  s = run_work(cpu, w);
+  s = run_at(cpu, w);
+  if (s != COLL_OK) {
+    /* A timeout's desync report goes into the dump the timeout writes. */
+    char rep[COLL_DESYNC_REPORT_MAX];
+    if (coll__t_report(cpu->t, rep, sizeof rep)) coll__trace_set_desync(t, rep);
+  }
   /* Here, on the thread that ran it, the end time is exact and the peer of
    * a failed wait is known. */
   coll__trace_end(t, w->trace_seq, s,

@@ -68,6 +68,11 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
   t->rank = rank;
   t->world = world;
   atomic_init(&t->aborted, 0);
+  coll__pos_init(&t->pos_own);
+  t->pos = &t->pos_own;
+  t->timeout_ms = -1;
+  atomic_init(&t->report_claimed, 0);
+  atomic_init(&t->report_ready, 0);
   *out = t;
   return COLL_OK;
 }
@@ -209,6 +214,7 @@ void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
 void coll__t_fail(coll_transport_t *t, coll_status_t s) {
   coll_origin_t o = coll__origin_local(t->rank, s);
+  if (s == COLL_ERR_TIMEOUT) coll__t_desync(t);
   atomic_store(&t->aborted, 1);
   if (t->fail != NULL)
     t->fail(t->ctx, &o);
@@ -228,5 +234,8 @@ coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
   coll__t_fail(t, first != COLL_OK ? first : COLL_ERR_ABORTED);
   (void)t->ops.wait(t->ctx, req, -1, &len);
   coll__err_restore(msg);
+  /* This rank's own timeout: the report says more than "no progress". */
+  if (first == COLL_ERR_TIMEOUT && atomic_load(&t->report_ready))
+    coll__err(first, "%s", t->report);
   return first;
 }

@@ -7,7 +7,9 @@
 #include <stdatomic.h>
 
 #include "coll.h"
+#include "core/desync.h"
 #include "core/origin.h"
+#include "core/position.h"
 
 /* Longest provider name kept (longer ones are cut). */
 #define COLL_TRANSPORT_NAME_MAX 32
@@ -34,6 +36,24 @@ struct coll_transport {
   /* With shrink: the owner aborted, so this rank will never shrink; the
    * others' agreements must not wait for it. Any thread. */
   void (*leave)(void *ctx);
+  /* Where the comm over this endpoint is (core/position.h): pos_own, or a
+   * slot the transport keeps where its peers can read it (shared memory).
+   * The comm's threads write it, the transport answers peers from it. */
+  coll_pos_t *pos;
+  coll_pos_t pos_own;
+  int64_t timeout_ms; /* the comm's, for the desync report; < 0: none */
+  /* libcoll's own transports only (NULL for a third party's): `ask` fills
+   * out[r] and answered[r] = 1 for every rank that said where it is within
+   * budget_ms (this rank included); `tell` hands the desync report to the
+   * peers, carried with the failure that follows; `heard` copies the
+   * report a peer carried here (1) or returns 0. */
+  void (*ask)(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
+              unsigned char *answered);
+  void (*tell)(void *ctx, const char *report);
+  int (*heard)(void *ctx, char *buf, size_t n);
+  /* This rank's own report, written once by the thread that timed out. */
+  atomic_int report_claimed, report_ready;
+  char report[COLL_DESYNC_REPORT_MAX];
 };
 
 /* The pipeline segment for a transport that states no preference (a third
@@ -98,12 +118,42 @@ void coll__t_leave(coll_transport_t *t);
  * old endpoint stays the caller's to destroy. One thread. */
 coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
                              coll_transport_t **out);
+/* Records the desync hooks of one of libcoll's own transports, and where
+ * the comm's position lives (NULL: in the endpoint). One thread, right
+ * after coll_transport_create. */
+void coll__t_set_desync_hooks(coll_transport_t *t, coll_pos_t *store,
+                              void (*ask)(void *, int64_t, coll_pos_snap_t *,
+                                          unsigned char *),
+                              void (*tell)(void *, const char *),
+                              int (*heard)(void *, char *, size_t));
+/* Once per endpoint, for a timeout seen here (not one a peer's failure
+ * brought): asks the peers where they
+ * are, writes this rank's report and hands it to the peers (`tell`). Does
+ * nothing for a transport without `ask`. transport_desync.c. Any thread. */
+void coll__t_desync(coll_transport_t *t);
+/* The comm's position on this endpoint. Any thread. */
+coll_pos_t *coll__t_position(coll_transport_t *t);
+/* The comm's timeout, for the desync report. One thread, before use. */
+void coll__t_set_timeout(coll_transport_t *t, int64_t timeout_ms);
+/* The desync report this endpoint holds: for a failure that started on
+ * another rank the one a peer carried here, else its own (it timed out);
+ * 1 and the text in buf (n bytes), or 0. Any thread. */
+int coll__t_report(coll_transport_t *t, char *buf, size_t n);
+/* The sentence of a failure that started at o, as seen here: the origin's
+ * text, and for a timeout the desync report after it ("rank 1 timed out in
+ * a collective, seen by rank 2: allreduce #4 timed out after 1.0 s: rank 3
+ * never entered it ..."). Any thread. */
+void coll__t_origin_text(coll_transport_t *t, const coll_origin_t *o, char *buf,
+                         size_t n);
 
 /* Aborts the endpoint (idempotent, any thread): the owner's abort. */
 void coll__t_abort(coll_transport_t *t);
 /* Ends the endpoint because of a failure seen here with status s: like
  * abort, but the peers learn where the failure started (the origin this
- * endpoint already received, else this rank with s). Any thread. */
+ * endpoint already received, else this rank with s). For a timeout, it
+ * first asks every peer where it is (within min(1 s, half the comm's
+ * timeout)) and leaves the report as this thread's error text; the peers
+ * get the report with the failure. Any thread. */
 void coll__t_fail(coll_transport_t *t, coll_status_t s);
 /* 1 and *o if the endpoint knows where its failure started. Any thread. */
 int coll__t_origin(coll_transport_t *t, coll_origin_t *o);

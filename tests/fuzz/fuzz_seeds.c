@@ -62,6 +62,27 @@ static int frame_seeds(void) {
   n += frame(b + n, COLL_TCP_K_DATA, 0, 0, "0123456789", 10);
   n += frame(b + n, COLL_TCP_K_DATA, 0, 1, "xy", 2);
   rc |= put("tcp_frame", "too_long_then_next", b, n);
+  /* A desync query, an answer, then a report and a goodbye. */
+  {
+    static const char rep[] =
+        "allreduce #2 timed out after 1.0 s: ranks 0,1 "
+        "are in it";
+    coll_tcp_pos_t pos;
+    uint8_t pb[COLL_TCP_POS_BYTES];
+    memset(&pos, 0, sizeof pos);
+    pos.seq = 2;
+    pos.count = 1024;
+    pos.kind = 1;
+    pos.in_call = 1;
+    coll__tcp_pos_encode(pb, &pos);
+    b[0] = 0, b[1] = 4, b[2] = 2;
+    n = 3;
+    n += frame(b + n, COLL_TCP_K_QUERY, 0, 0, "", 0);
+    n += frame(b + n, COLL_TCP_K_POSITION, 0, 0, (const char *)pb, sizeof pb);
+    n += frame(b + n, COLL_TCP_K_REPORT, 0, 0, rep, sizeof rep - 1);
+    n += frame(b + n, COLL_TCP_K_GOODBYE, 0, 0, "", 0);
+    rc |= put("tcp_frame", "query_position_report", b, n);
+  }
   return rc;
 }
 

@@ -7,7 +7,8 @@
  * and capacities from byte 1), byte 1 the capacity unit, byte 2 the size of
  * each chunk handed over, the rest is the stream. After the stream, a
  * receive is posted for each tag, so early messages are matched and copied
- * out too. */
+ * out too. The desync frames (QUERY, POSITION, REPORT) go through the same
+ * machine: whatever they left behind must be what the decoders allow. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,26 @@ static tcp_ev_t feed(fuzz_rx_t *f, const uint8_t *p, size_t n, size_t chunk,
   return TCP_EV_NONE;
 }
 
+/* A kept answer is a position the decoder judged valid, and a kept report
+ * is printable text of at most COLL_TCP_REPORT_MAX bytes. */
+static void check_desync(const fuzz_rx_t *f) {
+  const coll_pos_snap_t *a = &f->c.answer;
+  size_t i, n;
+  if (atomic_load(&f->c.answered) &&
+      (a->in_call < 0 || a->in_call > 1 || a->p2p < 0 || a->p2p > 2 ||
+       (a->p2p != 0 && (a->p2p_peer < 0 || a->p2p_peer >= f->t.world)) ||
+       a->root < -1 || a->root >= f->t.world ||
+       (a->seq == 0) != (a->kind == 0)))
+    abort();
+  if (!atomic_load(&f->t.report_ready)) return;
+  n = strlen(f->t.report);
+  if (n == 0 || n > COLL_TCP_REPORT_MAX) abort();
+  for (i = 0; i < n; i++)
+    if ((unsigned char)f->t.report[i] < 0x20 ||
+        (unsigned char)f->t.report[i] > 0x7e)
+      abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -111,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else if ((ev == TCP_EV_PROTO || ev == TCP_EV_NOMEM) && why[0] == '\0') {
     abort(); /* a refusal always says why */
   }
+  check_desync(f);
   coll__tcp_rx_fail_all(&f->c, COLL_ERR_ABORTED, "fuzz: done");
   coll__tcp_rx_free(&f->c);
   for (i = 0; i < f->nreqs; i++) free(f->bufs[i]);

@@ -99,7 +99,7 @@ static void test_frame_layout(void **state) {
                                                      'O',
                                                      'L',
                                                      'L',
-                                                     2,
+                                                     3,
                                                      0,
                                                      COLL_TCP_K_DATA,
                                                      COLL_TCP_F_MORE,

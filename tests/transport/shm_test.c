@@ -16,6 +16,7 @@
 
 const char *shm_test_job_id[TT_MAX_RANKS];
 int64_t shm_test_setup_ms;
+int shm_test_fn_owns_transport;
 
 typedef struct file_rdv {
   const char *dir;
@@ -73,7 +74,7 @@ static void child(int rank, int world, const char *dir, shm_rank_fn fn,
     _exit(2); /* a failed setup, told apart from a failed body */
   }
   fn(t, rank, world, res, arg);
-  coll_transport_destroy(t);
+  if (!shm_test_fn_owns_transport) coll_transport_destroy(t);
   _exit(res->failed ? 1 : 0);
 }
 

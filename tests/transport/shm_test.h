@@ -28,6 +28,9 @@ int shm_run(int world, shm_rank_fn fn, void *arg, tt_result_t *res, int *status,
  * id (NULL: "shm-test") and the bound on meeting the peers (0: TT_WAIT_MS).
  * Set them before shm_run; the children inherit them. */
 extern const char *shm_test_job_id[TT_MAX_RANKS];
+/* Set: the rank function takes the endpoint over (it makes a comm of it,
+ * whose destroy ends it), so the child does not destroy it. */
+extern int shm_test_fn_owns_transport;
 extern int64_t shm_test_setup_ms;
 
 /* The names in /dev/shm (a snapshot, newline-separated, malloc'd) and the

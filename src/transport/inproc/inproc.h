@@ -9,7 +9,9 @@
 #include <uv.h>
 
 #include "coll.h"
+#include "core/desync.h"
 #include "core/origin.h"
+#include "core/position.h"
 
 /* Ranks of one process are threads; more than this is a caller's mistake. */
 #define INPROC_MAX_WORLD 4096
@@ -86,6 +88,9 @@ struct inproc_ep {
   uv_mutex_t free_mu;
   inproc_req_t *free_reqs;
   struct inproc_req_block *blocks;
+  /* Where this rank's comm is: written by its threads, read by a peer
+   * whose collective timed out (inproc_desync.c). */
+  coll_pos_t pos;
   /* Constant after creation. */
   inproc_world_t *w;
   int rank;
@@ -100,6 +105,10 @@ struct inproc_world {
   uint64_t spin_ns; /* how long a wait polls; 0 when ranks outnumber cores */
   atomic_int live;  /* endpoints not yet destroyed */
   inproc_ep_t *eps;
+  /* The desync report of the first rank that timed out: claimed once,
+   * written, then published with report_ready. */
+  atomic_int report_claimed, report_ready;
+  char report[COLL_DESYNC_REPORT_MAX];
 };
 
 /* The vtable slots (inproc_match.c, inproc_wait.c, inproc_close.c). */
@@ -124,6 +133,12 @@ void coll__inproc_fail(void *ctx, const coll_origin_t *o);
 int coll__inproc_origin(void *ctx, coll_origin_t *o);
 /* Notes o as the origin `ep` saw in a peer's close (the first one sticks).
  * Any thread. */
+/* The desync hooks (transport.h): the peers' positions read from the
+ * world, the report left in it. Any thread. */
+void coll__inproc_ask(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
+                      unsigned char *answered);
+void coll__inproc_tell(void *ctx, const char *report);
+int coll__inproc_heard(void *ctx, char *buf, size_t n);
 void coll__inproc_note_origin(inproc_ep_t *ep, const coll_origin_t *o);
 
 /* Records the text of self's failed send/receive with `peer`, ended by

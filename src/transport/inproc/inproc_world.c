@@ -122,6 +122,7 @@ static int ep_init(inproc_ep_t *ep, inproc_world_t *w, int rank) {
   }
   atomic_init(&ep->lost, INPROC_OPEN);
   atomic_init(&ep->closed, 0);
+  coll__pos_init(&ep->pos);
   ep->w = w;
   ep->rank = rank;
   return 0;
@@ -148,6 +149,8 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
   atomic_init(&w->live, size);
   s = coll__inproc_board_new(w);
   if (s != COLL_OK) goto fail;
+  atomic_init(&w->report_claimed, 0);
+  atomic_init(&w->report_ready, 0);
   for (i = 0; i < size; i++) {
     if (ep_init(&w->eps[i], w, i) != 0) {
       s = coll__err(COLL_ERR_SYSTEM,
@@ -204,6 +207,8 @@ coll_status_t coll_inproc_create(int world, coll_transport_t **out) {
     coll__t_set_fail_hooks(out[made], coll__inproc_fail, coll__inproc_origin);
     coll__t_set_shrink_hooks(out[made], coll__inproc_shrink,
                              coll__inproc_leave);
+    coll__t_set_desync_hooks(out[made], &w->eps[made].pos, coll__inproc_ask,
+                             coll__inproc_tell, coll__inproc_heard);
   }
   COLL_TRACE(COLL_LOG_NET, "inproc: created %d endpoints", world);
   return COLL_OK;

@@ -22,11 +22,13 @@
 #include <stdint.h>
 
 #include "coll.h"
+#include "core/desync.h"
 #include "core/origin.h"
+#include "core/position.h"
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 
 /* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
  * cell, and big messages move in copies large enough to run near memcpy
@@ -90,6 +92,12 @@ typedef struct shm_hdr {
   atomic_int origin_set;
   int32_t origin_rank, origin_cause;
   uint32_t origin_detail;
+  /* Where this rank's comm is (core/position.h), read by a peer whose
+   * collective timed out; and the desync report this rank wrote when its
+   * own timed out (published with report_ready), read by its peers. */
+  _Alignas(SHM_CACHE_LINE) coll_pos_t pos;
+  atomic_int report_ready;
+  char report[COLL_DESYNC_REPORT_MAX];
 } shm_hdr_t;
 
 /* Sizes of a region for `world` ranks: every rank computes the same. */
@@ -216,6 +224,13 @@ void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r);
 /* The failure hooks of libcoll's own transports (transport.h). */
 void coll__shm_fail(void *ctx, const coll_origin_t *o);
 int coll__shm_origin(void *ctx, coll_origin_t *o);
+
+/* The desync hooks (transport.h): positions and reports read from the
+ * peers' regions (shm_desync.c). */
+void coll__shm_ask(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
+                   unsigned char *answered);
+void coll__shm_tell(void *ctx, const char *report);
+int coll__shm_heard(void *ctx, char *buf, size_t n);
 
 /* shm_wait.c --------------------------------------------------------------- */
 

@@ -391,6 +391,8 @@ static coll_status_t region_make(shm_setup_t *su) {
   ep->hdr->world = (uint32_t)ep->world;
   ep->hdr->rank = (uint32_t)ep->rank;
   ep->hdr->cells = ep->lay.cells;
+  coll__pos_init(&ep->hdr->pos);
+  atomic_init(&ep->hdr->report_ready, 0);
   atomic_store_explicit(&ep->hdr->ready, 1, memory_order_release);
   ep->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep->bell < 0) return sys_err("eventfd");
@@ -467,6 +469,8 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
       fail);
   coll__t_set_segment_bytes(*out, SHM_SEGMENT_BYTES);
   coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
+  coll__t_set_desync_hooks(*out, &su.ep->hdr->pos, coll__shm_ask,
+                           coll__shm_tell, coll__shm_heard);
   COLL_INFO(COLL_LOG_BOOT,
             "rank %d/%d: shared-memory transport, %u cells "
             "of %u bytes per peer",

@@ -30,7 +30,8 @@ void coll__tcp_bye_queue(tcp_transport_t *t) {
     uv_mutex_lock(&c->smu);
     /* Sends never waited for (a broken contract) may have freed buffers:
      * no goodbye after them, the peer sees the connection closed. */
-    if (c->sq != NULL && atomic_load(&c->bye_state) == TCP_BYE_NONE) {
+    if (coll__tcp_sq_has_user_sends(c) &&
+        atomic_load(&c->bye_state) == TCP_BYE_NONE) {
       atomic_store(&c->bye_state, TCP_BYE_SENT);
       shutdown(c->fd, SHUT_WR);
     }

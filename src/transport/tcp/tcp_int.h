@@ -29,6 +29,7 @@
 
 #include "coll.h"
 #include "core/origin.h"
+#include "core/position.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/wire.h"
 
@@ -179,6 +180,17 @@ struct tcp_conn {
   atomic_int bye_state; /* TCP_BYE_*; read without the lock by the loop */
   uint8_t *tail;
   size_t tail_len, tail_off;
+
+  /* Desync control (tcp_desync.c). The query and the answer travel as
+   * requests of the connection's own through the send queue (under smu),
+   * so they go out whole, between messages. */
+  tcp_req_t ctl_query, ctl_reply;
+  uint8_t ctl_reply_buf[COLL_TCP_POS_BYTES];
+  atomic_int want_reply; /* a query was read: the loop thread answers */
+  atomic_int drain;      /* an urgent byte came: read on until the query */
+  /* The peer's answer: written under rmu, then `answered` (release). */
+  atomic_int answered;
+  coll_pos_snap_t answer;
 };
 
 enum { TCP_BYE_NONE = 0, TCP_BYE_FLUSHING, TCP_BYE_SENT };
@@ -207,6 +219,15 @@ struct tcp_transport {
   uv_mutex_t req_mu;
   tcp_req_t *req_free;
   int nreq_free;
+
+  /* Desync (tcp_desync.c): where this rank's comm is (the endpoint's, see
+   * transport.h), whether this rank is asking its peers (the loop thread
+   * then reads every connection), and the report: this rank's own or the
+   * first a peer carried here, claimed once, written, then published. */
+  _Atomic(const coll_pos_t *) pos; /* set once the endpoint exists */
+  atomic_int asking;
+  atomic_int report_claimed, report_ready;
+  char report[COLL_TCP_REPORT_MAX + 1];
 
   uv_loop_t loop;
   uv_async_t async;
@@ -280,6 +301,27 @@ void coll__tcp_bye_queue(tcp_transport_t *t);
 /* After the loop thread stopped: writes what is left of every goodbye and
  * waits until each peer's kernel took all we sent, until deadline (ms). */
 void coll__tcp_bye_finish(tcp_transport_t *t, int64_t deadline);
+
+/* tcp_desync.c: the control frames of a desync query. A QUERY, POSITION
+ * or REPORT frame whose header is at c->rbuf + c->rpos - header bytes
+ * (its payload staged behind it): judged, acted on, consumed. rmu held.
+ * TCP_EV_NONE, or TCP_EV_PROTO with why. */
+tcp_ev_t coll__tcp_rx_control(tcp_conn_t *c, const coll_tcp_frame_t *f,
+                              char *why);
+/* Keeps report (first wins) for the farewell and the peers. Any thread. */
+void coll__tcp_report_keep(tcp_transport_t *t, const char *report, size_t n);
+/* 1 if c's send queue holds a caller's send (not only control frames,
+ * whose bytes the connection owns). smu held. */
+int coll__tcp_sq_has_user_sends(const tcp_conn_t *c);
+/* Loop thread: answers the queries read on every connection. */
+void coll__tcp_answer_queries(tcp_transport_t *t);
+/* Loop thread: an urgent byte is pending on c: takes it and reads on. */
+void coll__tcp_on_urgent(tcp_conn_t *c);
+/* The desync hooks (transport.h). */
+void coll__tcp_ask(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
+                   unsigned char *answered);
+void coll__tcp_tell(void *ctx, const char *report);
+int coll__tcp_heard(void *ctx, char *buf, size_t n);
 
 /* tcp_heartbeat.c: one tick of the heartbeat timer. Loop thread only. */
 void coll__tcp_heartbeat_tick(tcp_transport_t *t);

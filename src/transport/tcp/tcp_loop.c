@@ -23,12 +23,19 @@ static void service(tcp_conn_t *c, int readable, int writable, int force) {
   char why[TCP_WHY_MAX];
   tcp_ev_t ev = TCP_EV_NONE;
   int want = 0, own = caller_owns(c), flushing;
+  /* A desync query (tcp_desync.c): a peer's urgent byte says one is on its
+   * way (read on to it, past the early-message budget: what the peer sent
+   * before it is bounded), and while this rank asks, every answer is read
+   * whoever else waits. */
+  int drain = atomic_load(&c->drain), asking = atomic_load(&c->t->asking);
   uv_mutex_lock(&c->rmu);
-  if (readable || force) ev = coll__tcp_rx_progress(c, force, why);
+  if (readable || force || drain)
+    ev = coll__tcp_rx_progress(c, force || drain, why);
   if (c->rstate < RS_CLOSED) {
-    want |= UV_DISCONNECT;
-    if (!c->rpaused && atomic_load(&c->npend[TCP_REQ_RECV]) > 0 &&
-        own != TCP_REQ_RECV)
+    want |= UV_DISCONNECT | UV_PRIORITIZED;
+    if ((!c->rpaused && atomic_load(&c->npend[TCP_REQ_RECV]) > 0 &&
+         own != TCP_REQ_RECV) ||
+        atomic_load(&c->drain) || (asking && !c->rpaused))
       want |= UV_READABLE;
   }
   uv_mutex_unlock(&c->rmu);
@@ -63,6 +70,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     service(c, 1, 1, 1);
     return;
   }
+  if (events & UV_PRIORITIZED) coll__tcp_on_urgent(c);
   service(c, (events & UV_READABLE) != 0, (events & UV_WRITABLE) != 0,
           (events & UV_DISCONNECT) != 0);
 }
@@ -80,12 +88,14 @@ static void on_async(uv_async_t *a) {
     uv_close((uv_handle_t *)&t->async, NULL);
     return;
   }
+  coll__tcp_answer_queries(t);
   for (i = 0; i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
     int rd, wr, own;
     if (!c->poll_init) continue;
     own = caller_owns(c);
-    rd = atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && own != TCP_REQ_RECV;
+    rd = (atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && own != TCP_REQ_RECV) ||
+         atomic_load(&t->asking);
     wr = atomic_load(&c->npend[TCP_REQ_SEND]) > 0 && own != TCP_REQ_SEND;
     if (atomic_load(&c->bye_state) == TCP_BYE_FLUSHING) wr = 1;
     if (rd || wr || (c->poll_events & (UV_READABLE | UV_WRITABLE)) ||
@@ -141,8 +151,8 @@ coll_status_t coll__tcp_loop_start(tcp_transport_t *t) {
     if (rc != 0) goto fail;
     c->poll.data = c;
     c->poll_init = 1;
-    c->poll_events = UV_DISCONNECT;
-    rc = uv_poll_start(&c->poll, UV_DISCONNECT, on_poll);
+    c->poll_events = UV_DISCONNECT | UV_PRIORITIZED;
+    rc = uv_poll_start(&c->poll, UV_DISCONNECT | UV_PRIORITIZED, on_poll);
     if (rc != 0) goto fail;
   }
   rc = heartbeat_start(t);

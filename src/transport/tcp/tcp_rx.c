@@ -317,6 +317,10 @@ static size_t staged_need(const tcp_conn_t *c) {
   if (h[6] == COLL_TCP_K_GOODBYE &&
       coll__get_le64(h + 16) == COLL_TCP_BYE_BYTES)
     return COLL_TCP_FRAME_BYTES + COLL_TCP_BYE_BYTES;
+  /* So do the control frames, within their bounds (tcp_desync.c). */
+  if ((h[6] == COLL_TCP_K_POSITION || h[6] == COLL_TCP_K_REPORT) &&
+      coll__get_le64(h + 16) <= COLL_TCP_REPORT_MAX)
+    return COLL_TCP_FRAME_BYTES + (size_t)coll__get_le64(h + 16);
   return COLL_TCP_FRAME_BYTES;
 }
 
@@ -341,6 +345,9 @@ static tcp_ev_t on_header(tcp_conn_t *c, int force, char *why) {
     snprintf(why, TCP_WHY_MAX,
              "a frame on rank %d's connection claims to come from rank %u",
              c->peer, f.src);
+  } else if (f.kind == COLL_TCP_K_QUERY || f.kind == COLL_TCP_K_POSITION ||
+             f.kind == COLL_TCP_K_REPORT) {
+    return coll__tcp_rx_control(c, &f, why); /* their own bounds */
   } else if (f.len > c->t->x.frame_cap) {
     snprintf(why, TCP_WHY_MAX,
              "rank %d sent a frame of %llu bytes, over the cap of %zu", c->peer,

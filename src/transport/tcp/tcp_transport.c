@@ -230,6 +230,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   t->x = *x;
   COLL_CHECK_GOTO(heartbeat_from_env(&t->x), s, fail);
   atomic_init(&t->wait_peer, -1);
+  atomic_init(&t->pos, NULL);
   if (uv_mutex_init(&t->req_mu) != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "tcp: cannot create a mutex");
     goto fail;
@@ -262,6 +263,9 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
   coll__t_set_fail_hooks(*out, coll__tcp_fail_hook, tcp_origin);
   if (elastic) coll__t_set_shrink_hooks(*out, coll__tcp_shrink, tcp_leave);
+  coll__t_set_desync_hooks(*out, NULL, coll__tcp_ask, coll__tcp_tell,
+                           coll__tcp_heard);
+  atomic_store(&t->pos, coll__t_position(*out));
   return COLL_OK;
 fail:
   if (lfd >= 0) close(lfd);

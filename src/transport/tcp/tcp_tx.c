@@ -116,8 +116,11 @@ void coll__tcp_tx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text) {
 
 void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
   tcp_req_t *r = c->sq;
-  size_t hrest = 0, prest = 0, off;
+  size_t hrest = 0, prest = 0, off, rlen = 0;
   if (c->bye_state != TCP_BYE_NONE || c->fd < 0) return;
+  /* A desync report goes just before the goodbye (tcp_desync.c). */
+  if (atomic_load_explicit(&c->t->report_ready, memory_order_acquire))
+    rlen = strlen(c->t->report);
   c->bye_state = TCP_BYE_FLUSHING;
   /* A frame begun must end before the goodbye can be read as one. Frames
    * not begun are dropped: the receiver fails the message they belong to
@@ -126,7 +129,8 @@ void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
     hrest = COLL_TCP_FRAME_BYTES - r->hoff;
     prest = r->flen - r->poff;
   }
-  c->tail_len = hrest + prest + COLL_TCP_FRAME_BYTES + COLL_TCP_BYE_BYTES;
+  c->tail_len = hrest + prest + (rlen > 0 ? COLL_TCP_FRAME_BYTES + rlen : 0) +
+                COLL_TCP_FRAME_BYTES + COLL_TCP_BYE_BYTES;
   c->tail_off = 0;
   c->tail = prest <= TAIL_REST_MAX ? malloc(c->tail_len) : NULL;
   if (c->tail == NULL) {
@@ -141,6 +145,12 @@ void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
   off += hrest;
   if (prest > 0) memcpy(c->tail + off, r->buf + r->fstart + r->poff, prest);
   off += prest;
+  if (rlen > 0) {
+    coll__tcp_frame_encode(c->tail + off, COLL_TCP_K_REPORT, 0,
+                           (uint32_t)c->t->rank, 0, rlen);
+    memcpy(c->tail + off + COLL_TCP_FRAME_BYTES, c->t->report, rlen);
+    off += COLL_TCP_FRAME_BYTES + rlen;
+  }
   coll__tcp_frame_encode(c->tail + off, COLL_TCP_K_GOODBYE, 0,
                          (uint32_t)c->t->rank, 0, COLL_TCP_BYE_BYTES);
   coll__tcp_bye_encode(c->tail + off + COLL_TCP_FRAME_BYTES, (uint32_t)o->rank,

@@ -13,7 +13,7 @@
 /* "COLL" read as a little-endian u32: the first bytes of every message. */
 #define COLL_TCP_MAGIC 0x4C4C4F43u
 /* Bumped on any change to the layouts below; peers must agree exactly. */
-#define COLL_TCP_WIRE_VERSION 2u
+#define COLL_TCP_WIRE_VERSION 3u
 
 /* ------------------------------------------------------------------------ */
 /* Frames: every byte after the handshake is a frame header + payload.      */
@@ -27,6 +27,10 @@ enum {
   COLL_TCP_K_CONT = 2,      /* next frame of the same message (same tag) */
   COLL_TCP_K_GOODBYE = 3,   /* the sender closes: a bye payload says why */
   COLL_TCP_K_HEARTBEAT = 4, /* the sender is alive; len 0, between messages */
+  COLL_TCP_K_QUERY = 5,     /* "where are you?"; len 0, between messages */
+  COLL_TCP_K_POSITION = 6,  /* the answer: a position payload */
+  COLL_TCP_K_REPORT = 7,    /* a desync report (printable text, no NUL),
+                               just before a goodbye */
 };
 #define COLL_TCP_F_MORE 0x01u
 
@@ -117,6 +121,93 @@ static inline int coll__tcp_bye_decode(const uint8_t *in, uint32_t *origin,
   *cause = coll__get_le16(in + 4);
   *detail = coll__get_le32(in + 8);
   return coll__get_le16(in + 6) == 0 && coll__get_le32(in + 12) == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Position: the answer to a query, where the sender's comm is             */
+/* (core/position.h). A query also sends one urgent byte (MSG_OOB, never   */
+/* part of the stream): it tells a peer that reads nothing at the moment   */
+/* to read on until the query.                                             */
+/* ------------------------------------------------------------------------ */
+
+struct coll_tcp_pos_layout {
+  uint64_t seq;      /* the collective it is in or last entered; 0: none */
+  uint64_t count;    /* of that collective */
+  uint32_t root;     /* root + 1; 0: none */
+  uint8_t kind;      /* coll_work_kind_t (core/work.h); 0 with seq 0 */
+  uint8_t op;        /* coll_op_t */
+  uint8_t dtype;     /* coll_dtype_t */
+  uint8_t in_call;   /* 1: inside collective seq */
+  uint8_t p2p;       /* 0 none, 1 send, 2 recv: the call it waits in */
+  uint8_t zero[3];   /* 0 */
+  uint32_t p2p_peer; /* for p2p */
+  uint32_t p2p_tag;
+  uint32_t zero2; /* 0 */
+};
+#define COLL_TCP_POS_BYTES 40
+_Static_assert(sizeof(struct coll_tcp_pos_layout) == COLL_TCP_POS_BYTES,
+               "position payload must be 40 bytes");
+
+/* The longest report a REPORT frame carries. */
+#define COLL_TCP_REPORT_MAX 383
+
+/* The position fields as the transport hands them over; the decoder fills
+ * them without judging beyond the layout, coll__tcp_pos_valid judges. */
+typedef struct coll_tcp_pos {
+  uint64_t seq, count;
+  uint32_t root1;
+  uint8_t kind, op, dtype, in_call, p2p;
+  uint32_t p2p_peer, p2p_tag;
+} coll_tcp_pos_t;
+
+static inline void coll__tcp_pos_encode(uint8_t out[COLL_TCP_POS_BYTES],
+                                        const coll_tcp_pos_t *p) {
+  memset(out, 0, COLL_TCP_POS_BYTES);
+  coll__put_le64(out, p->seq);
+  coll__put_le64(out + 8, p->count);
+  coll__put_le32(out + 16, p->root1);
+  out[20] = p->kind;
+  out[21] = p->op;
+  out[22] = p->dtype;
+  out[23] = p->in_call;
+  out[24] = p->p2p;
+  coll__put_le32(out + 28, p->p2p_peer);
+  coll__put_le32(out + 32, p->p2p_tag);
+}
+
+/* Decodes; 0 if a field that must be zero is not. */
+static inline int coll__tcp_pos_decode(const uint8_t *in, coll_tcp_pos_t *p) {
+  p->seq = coll__get_le64(in);
+  p->count = coll__get_le64(in + 8);
+  p->root1 = coll__get_le32(in + 16);
+  p->kind = in[20];
+  p->op = in[21];
+  p->dtype = in[22];
+  p->in_call = in[23];
+  p->p2p = in[24];
+  p->p2p_peer = coll__get_le32(in + 28);
+  p->p2p_tag = coll__get_le32(in + 32);
+  return in[25] == 0 && in[26] == 0 && in[27] == 0 &&
+         coll__get_le32(in + 36) == 0;
+}
+
+/* 1 if p is a position a peer of a world of `world` ranks can be in. */
+static inline int coll__tcp_pos_valid(const coll_tcp_pos_t *p, uint32_t world) {
+  if (p->in_call > 1 || p->p2p > 2) return 0;
+  if ((p->seq == 0) != (p->kind == 0) || p->kind > 11) return 0;
+  if (p->in_call && p->seq == 0) return 0;
+  if (p->root1 > world) return 0;
+  return p->p2p == 0 ? p->p2p_peer == 0 && p->p2p_tag == 0
+                     : p->p2p_peer < world;
+}
+
+/* 1 if n report bytes are printable ASCII (n in 1..COLL_TCP_REPORT_MAX). */
+static inline int coll__tcp_report_valid(const uint8_t *in, uint64_t n) {
+  uint64_t i;
+  if (n == 0 || n > COLL_TCP_REPORT_MAX) return 0;
+  for (i = 0; i < n; i++)
+    if (in[i] < 0x20 || in[i] > 0x7e) return 0;
+  return 1;
 }
 
 /* ------------------------------------------------------------------------ */
