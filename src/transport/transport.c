@@ -181,6 +181,10 @@ void coll__t_set_fail_hooks(coll_transport_t *t,
   t->origin = origin;
 }
 
+void coll__t_set_shared(coll_transport_t *t, const coll_t_shared_t *sh) {
+  t->shared = sh;
+}
+
 void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
 void coll__t_fail(coll_transport_t *t, coll_status_t s) {

@@ -23,6 +23,7 @@
 
 #include "coll.h"
 #include "core/origin.h"
+#include "transport/transport.h"
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
@@ -55,6 +56,13 @@
  * at 1 MiB and 16 MiB did not move beyond the two modes. Compare again on
  * a machine with more cores than ranks. */
 #define SHM_SPIN_US_DEFAULT 50
+
+/* Bytes of one slot of the shared-memory collectives (shm_coll.c); every
+ * rank's region holds four: a slot and a result area for each of two
+ * buffers. A round of a collective moves at most this much per rank, so
+ * one round's inputs stay within the second-level cache while they are
+ * reduced. See algo/allreduce_shm.c for how it was chosen. */
+#define SHM_COLL_SLOT (256u * 1024u)
 
 typedef struct shm_cell_hdr {
   uint32_t tag;
@@ -109,6 +117,7 @@ typedef struct shm_layout {
   uint32_t cells;
   size_t cell_bytes; /* header + payload */
   size_t ring_bytes; /* control + cells */
+  size_t coll_off;   /* where the collectives' slots begin */
   size_t region_bytes;
 } shm_layout_t;
 
@@ -248,6 +257,11 @@ int coll__shm_origin(void *ctx, coll_origin_t *o);
 /* The `wait` slot. */
 coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
                              size_t *len);
+
+/* shm_coll.c --------------------------------------------------------------- */
+
+/* The shared memory the collectives use (transport.h). */
+extern const coll_t_shared_t coll__shm_shared;
 
 /* shm_heartbeat.c ---------------------------------------------------------- */
 

@@ -476,6 +476,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
       fail);
   coll__t_set_segment_bytes(*out, SHM_SEGMENT_BYTES);
   coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
+  coll__t_set_shared(*out, &coll__shm_shared);
   COLL_INFO(COLL_LOG_BOOT,
             "rank %d/%d: shared-memory transport, %u cells "
             "of %u bytes per peer",
