@@ -34,7 +34,7 @@
 #define MAX_RANKS 4
 #define CHILD_MS 90000
 /* The algorithm's boundaries (allreduce_shm.c, shm_int.h). */
-#define WHOLE_MAX (32u * 1024u)
+#define WHOLE_MAX (64u * 1024u)
 #define SLOT (256u * 1024u)
 
 enum { CASE_NUMERICS, CASE_ABORT, CASE_KILL, CASE_STOP, CASE_TIMEOUT };
