@@ -468,9 +468,9 @@ typedef struct coll_tcp_config {
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
  * returns its endpoint in *out (NULL on failure, with every socket and
- * thread it made gone). With COLL_TRANSPORT=auto and every rank on this
- * host, or with shm, the endpoint is the shared-memory transport instead
- * ("shm"; unset or tcp: TCP; shm across hosts is INVALID_ARG naming them).
+ * thread it made gone). With COLL_TRANSPORT unset or auto and every rank
+ * on this host, or with shm, the endpoint is the shared-memory transport
+ * instead ("shm"; tcp: TCP; shm across hosts is INVALID_ARG naming them).
  * Blocks until every rank arrived and connected, or cfg->timeout_ms (0:
  * COLL_TIMEOUT_MS, default 300 s) passed. Returns INVALID_ARG (config,
  * COLL_TIMEOUT_MS, an interface or host that does not exist), TIMEOUT (naming

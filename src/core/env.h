@@ -70,8 +70,8 @@
   X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                      \
     "collectives the flight recorder keeps per comm (256; 0: off)")           \
   X(TRANSPORT, "COLL_TRANSPORT",                                              \
-    "process transport: tcp (default), auto (shm when all ranks share a "     \
-    "host), shm")                                                             \
+    "process transport: auto (default: shm when all ranks share a host, "     \
+    "else tcp), tcp, shm")                                                    \
   X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                          \
     "shm transport: microseconds a waiter spins before it sleeps (50)")       \
   X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \
