@@ -70,14 +70,15 @@
  *  - rank 3 destroyed its comm while others still call: COLL_ERR_PEER_LOST,
  *    "rank 3 left (its comm was destroyed), seen by rank 0" (a destroy
  *    with a call in flight aborts first: as coll_abort).
- *  - rank 3 stopped, swapped out or wedged (TCP): COLL_ERR_PEER_LOST,
- *    "rank 3 unresponsive for 10.0 s, seen by rank 0", within
- *    COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) plus 5 %. Its transport
- *    thread sends heartbeats on idle links, so a rank busy in its own code
- *    is never reported. With heartbeats off (0) the ranks waiting on it
- *    time out at the comm's timeout (COLL_ERR_TIMEOUT), and the ranks they
- *    end report COLL_ERR_TIMEOUT, "rank 1 timed out in a collective, seen
- *    by rank 0", naming the first rank whose wait ran out.
+ *  - rank 3 stopped, swapped out or wedged (TCP, shared memory):
+ *    COLL_ERR_PEER_LOST, "rank 3 unresponsive for 10.0 s, seen by rank 0",
+ *    within COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) plus 5 %. Its
+ *    transport thread keeps beating (TCP: heartbeats on idle links), so a
+ *    rank busy in its own code is never reported. With heartbeats off (0)
+ *    the ranks waiting on it time out at the comm's timeout
+ *    (COLL_ERR_TIMEOUT), and the ranks they end report COLL_ERR_TIMEOUT,
+ *    "rank 1 timed out in a collective, seen by rank 0", naming the first
+ *    rank whose wait ran out.
  *  - rank 3 sent bytes that break the wire protocol: COLL_ERR_PROTOCOL,
  *    "rank 3 broke the wire protocol, seen by rank 0" (the rank that read
  *    them adds what was wrong).
@@ -477,9 +478,9 @@ typedef struct coll_tcp_config {
 
 /* Connects this rank to all others (rendezvous, then a full mesh) and
  * returns its endpoint in *out (NULL on failure, with every socket and
- * thread it made gone). With COLL_TRANSPORT=auto and every rank on this
- * host, or with shm, the endpoint is the shared-memory transport instead
- * ("shm"; unset or tcp: TCP; shm across hosts is INVALID_ARG naming them).
+ * thread it made gone). With COLL_TRANSPORT unset or auto and every rank
+ * on this host, or with shm, the endpoint is the shared-memory transport
+ * instead ("shm"; tcp: TCP; shm across hosts is INVALID_ARG naming them).
  * Blocks until every rank arrived and connected, or cfg->timeout_ms (0:
  * COLL_TIMEOUT_MS, default 300 s) passed. Returns INVALID_ARG (config,
  * COLL_TIMEOUT_MS, an interface or host that does not exist), TIMEOUT (naming

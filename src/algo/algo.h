@@ -96,6 +96,10 @@ coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
                                          const coll_desc_t *d, const void *src,
                                          void *dst, size_t count,
                                          coll_dtype_t dt, coll_op_t op);
+/* Allreduce through the transport's shared memory (coll__t_shared(t) must
+ * not be NULL): every element combined in rank order 0..world-1. */
+coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
+                                  size_t count, coll_dtype_t dt, coll_op_t op);
 /* buf holds world*count elements; on return block `rank` holds its reduced
  * block (other blocks hold partial sums: scratch for the caller). */
 coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,

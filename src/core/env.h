@@ -55,7 +55,8 @@
   X(NCCL_SHRINKABLE, "COLL_NCCL_SHRINKABLE",                                    \
     "1: a failed or aborted NCCL comm keeps NCCL's comm for a shrink")          \
   X(ALGO, "COLL_ALGO",                                                          \
-    "allreduce algorithm: auto (default), ring, rd (recursive doubling)")       \
+    "allreduce algorithm: auto (default), ring, rd (recursive doubling), shm "  \
+    "(through shared memory, where the transport has it)")                      \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                      \
     "bytes from which auto picks the ring over recursive doubling")             \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
@@ -71,8 +72,8 @@
   X(TRACE_ENTRIES, "COLL_TRACE_ENTRIES",                                        \
     "collectives the flight recorder keeps per comm (256; 0: off)")             \
   X(TRANSPORT, "COLL_TRANSPORT",                                                \
-    "process transport: tcp (default), auto (shm when all ranks share a "       \
-    "host), shm")                                                               \
+    "process transport: auto (default: shm when all ranks share a host, else "  \
+    "tcp), tcp, shm")                                                           \
   X(SHM_SPIN_US, "COLL_SHM_SPIN_US",                                            \
     "shm transport: microseconds a waiter spins before it sleeps (50)")         \
   X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS",                        \

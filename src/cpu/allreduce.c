@@ -16,13 +16,42 @@ static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
          (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold);
 }
 
+/* Whether auto takes the shared-memory allreduce (algo/allreduce_shm.c)
+ * over the ring and recursive doubling, where the transport has shared
+ * memory: at every size. Measured with coll-perf (f32 SUM in place, -n
+ * 20-30, COLL_CHECK_MISMATCH=0, ranks as processes over
+ * COLL_TRANSPORT=shm, COLL_ALGO=shm against ring, runs interleaved, medians
+ * of 3) on the 2-vCPU VM while other builds ran (load 5-16: indicative
+ * only). Time per allreduce, shm / ring:
+ *
+ *   ranks   4K    16K   64K   256K  1M    4M    16M   64M
+ *   2       0.29  0.21  0.25  0.42  0.58  0.85  0.51  0.67-1.6
+ *   4       1.5   0.43  1.9   0.71  0.86  1.2   0.58  0.50
+ *
+ * (2 ranks, 64M: 0.67 in one sitting, 1.6 in another.) Where the ring
+ * came out ahead at 4 ranks (4K, 64K, 4M) four ranks shared two loaded
+ * cores and runs differed by more than the gap; measure again on a quiet
+ * machine with a core per rank before adding a threshold here. */
+static int shm_wins(const coll_cpu_t *cpu, size_t bytes) {
+  (void)bytes;
+  return cpu->comm->world > 1;
+}
+
+/* 1 if an allreduce of `bytes` runs through the transport's shared memory. */
+static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
+  return coll__t_shared(cpu->t) != NULL &&
+         (cpu->algo == CPU_ALGO_SHM ||
+          (cpu->algo == CPU_ALGO_AUTO && shm_wins(cpu, bytes)));
+}
+
 static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
                               coll_dtype_t dt, coll_op_t op) {
   coll_algo_ctx_t ctx;
+  size_t bytes = count * coll_dtype_size(dt);
   coll__cpu_ctx(cpu, &ctx);
-  return use_ring(cpu, count * coll_dtype_size(dt))
-             ? coll__allreduce_ring(&ctx, buf, count, dt, op)
-             : coll__allreduce_rd(&ctx, buf, count, dt, op);
+  if (use_shm(cpu, bytes)) return coll__allreduce_shm(&ctx, buf, count, dt, op);
+  return use_ring(cpu, bytes) ? coll__allreduce_ring(&ctx, buf, count, dt, op)
+                              : coll__allreduce_rd(&ctx, buf, count, dt, op);
 }
 
 /* A small allreduce with the check on: the agreement rides in the recursive
@@ -52,7 +81,8 @@ static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
   size_t bytes =
       w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
   return cpu->check_mismatch && cpu->comm->world > 1 && w->count > 0 &&
-         bytes <= COLL_AGREE_PAYLOAD_MAX && !use_ring(cpu, bytes);
+         bytes <= COLL_AGREE_PAYLOAD_MAX && !use_ring(cpu, bytes) &&
+         !use_shm(cpu, bytes);
 }
 
 /* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:

@@ -12,7 +12,12 @@
 #include "algo/algo.h"
 #include "core/comm.h"
 
-typedef enum { CPU_ALGO_AUTO, CPU_ALGO_RING, CPU_ALGO_RD } cpu_algo_t;
+typedef enum {
+  CPU_ALGO_AUTO,
+  CPU_ALGO_RING,
+  CPU_ALGO_RD,
+  CPU_ALGO_SHM
+} cpu_algo_t;
 
 typedef struct cpu_req cpu_req_t;
 typedef struct p2p_req p2p_req_t;

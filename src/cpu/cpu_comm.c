@@ -108,13 +108,14 @@ static int env_algo(void) {
   if (algo == NULL || strcasecmp(algo, "auto") == 0) return CPU_ALGO_AUTO;
   if (strcasecmp(algo, "ring") == 0) return CPU_ALGO_RING;
   if (strcasecmp(algo, "rd") == 0) return CPU_ALGO_RD;
+  if (strcasecmp(algo, "shm") == 0) return CPU_ALGO_SHM;
   return -1;
 }
 
 coll_status_t coll__cpu_env_check(void) {
   if (env_algo() >= 0) return COLL_OK;
   return coll__err(COLL_ERR_INVALID_ARG,
-                   "COLL_ALGO='%s' is not auto, ring or rd",
+                   "COLL_ALGO='%s' is not auto, ring, rd or shm",
                    coll__env(COLL_ENV_ALGO));
 }
 

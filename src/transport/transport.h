@@ -5,6 +5,8 @@
 #define COLL_TRANSPORT_TRANSPORT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "coll.h"
 #include "core/desync.h"
@@ -54,7 +56,44 @@ struct coll_transport {
   /* This rank's own report, written once by the thread that timed out. */
   atomic_int report_claimed, report_ready;
   char report[COLL_DESYNC_REPORT_MAX];
+  /* Memory every rank maps, for collectives designed for shared memory;
+   * NULL where the transport has none (all but shm). */
+  const struct coll_t_shared *shared;
 };
+
+/* A transport's shared memory, as the shared-memory collectives
+ * (algo/allreduce_shm.c) see it: every rank owns two slots and two result
+ * areas of `slot_bytes` each (buffer 0 and 1, used in alternate rounds),
+ * which every rank can read, and three progress flags (COLL_T_FLAG_*)
+ * that only it writes and every rank can wait on. Rounds count up from 1
+ * on every rank alike: ranks run the same collectives in the same order.
+ * One thread per endpoint. */
+enum { COLL_T_FLAG_IN = 0, COLL_T_FLAG_RED = 1, COLL_T_FLAG_OUT = 2 };
+typedef struct coll_t_shared {
+  size_t slot_bytes; /* a multiple of 64 */
+  /* Rank r's slot / result area of buffer b (0 or 1). */
+  void *(*slot)(void *ctx, int r, int b);
+  void *(*result)(void *ctx, int r, int b);
+  /* The next round's number (1, 2, ...). */
+  uint64_t (*next_round)(void *ctx);
+  /* Sets this rank's flag `which` to round v (a release: what this rank
+   * wrote before is visible to a rank that saw it). */
+  void (*post)(void *ctx, int which, uint64_t v);
+  /* Waits until every rank's flag `which` reached v, before the absolute
+   * deadline (coll__now_ms based; < 0 none). Fails with the endpoint's
+   * failure (abort, PEER_LOST naming the rank, an unresponsive rank) or
+   * COLL_ERR_TIMEOUT, with a text; the caller then fails the transport. */
+  coll_status_t (*wait_all)(void *ctx, int which, uint64_t v,
+                            int64_t deadline_ms);
+} coll_t_shared_t;
+
+/* Records the transport's shared memory. One thread, right after
+ * coll_transport_create. */
+void coll__t_set_shared(coll_transport_t *t, const coll_t_shared_t *sh);
+/* The transport's shared memory, or NULL. Any thread. */
+static inline const coll_t_shared_t *coll__t_shared(const coll_transport_t *t) {
+  return t->shared;
+}
 
 /* The pipeline segment for a transport that states no preference (a third
  * party's): 1 MiB, what suits sockets. */

@@ -293,12 +293,16 @@ static void test_auto_3(void **state) {
   collectives_case(3, "auto");
 }
 
-/* Unset is TCP for now (README, "One host: shared memory"). */
-static void test_unset_is_tcp(void **state) {
+/* Unset is auto: ranks on one host get shared memory (README, "One host:
+ * shared memory"); tcp still takes TCP. */
+static void test_unset_is_shm(void **state) {
   rank_out_t *out = shared_out();
   int st[MAX_RANKS];
   job_t j = {2, 0, NULL, -1, -1, -1, 1, NULL, 0};
   (void)state;
+  run_job(&j, out, st);
+  expect_all_ok(&j, out, st, "shm");
+  j.mode = "tcp";
   run_job(&j, out, st);
   expect_all_ok(&j, out, st, "tcp");
   munmap(out, sizeof *out * MAX_RANKS);
@@ -408,7 +412,7 @@ int main(void) {
       cmocka_unit_test(test_shm_3),
       cmocka_unit_test(test_shm_4),
       cmocka_unit_test(test_auto_3),
-      cmocka_unit_test(test_unset_is_tcp),
+      cmocka_unit_test(test_unset_is_shm),
       cmocka_unit_test(test_killed_mid_collective),
       cmocka_unit_test(test_aborted_mid_collective),
       cmocka_unit_test(test_shm_across_hosts_refused),

@@ -25,10 +25,11 @@
 #include "core/desync.h"
 #include "core/origin.h"
 #include "core/position.h"
+#include "transport/transport.h"
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
-#define SHM_VERSION 2u
+#define SHM_VERSION 3u
 
 /* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
  * cell, and big messages move in copies large enough to run near memcpy
@@ -57,6 +58,13 @@
  * at 1 MiB and 16 MiB did not move beyond the two modes. Compare again on
  * a machine with more cores than ranks. */
 #define SHM_SPIN_US_DEFAULT 50
+
+/* Bytes of one slot of the shared-memory collectives (shm_coll.c); every
+ * rank's region holds four: a slot and a result area for each of two
+ * buffers. A round of a collective moves at most this much per rank, so
+ * one round's inputs stay within the second-level cache while they are
+ * reduced. See algo/allreduce_shm.c for how it was chosen. */
+#define SHM_COLL_SLOT (256u * 1024u)
 
 typedef struct shm_cell_hdr {
   uint32_t tag;
@@ -98,6 +106,18 @@ typedef struct shm_hdr {
   _Alignas(SHM_CACHE_LINE) coll_pos_t pos;
   atomic_int report_ready;
   char report[COLL_DESYNC_REPORT_MAX];
+  /* Counted up by this rank's heartbeat thread (shm_heartbeat.c) every
+   * twentieth of the heartbeat timeout: a peer that sees it stand still
+   * for the whole timeout while it waits on this rank names it
+   * unresponsive. */
+  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t beat;
+  /* The shared-memory collectives' progress (shm_coll.c): the last round
+   * whose input this rank put in its slot, whose slice it reduced, and
+   * whose results it read out, each a cache line of its own, written by
+   * this rank alone. */
+  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_in;
+  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_red;
+  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_out;
 } shm_hdr_t;
 
 /* Sizes of a region for `world` ranks: every rank computes the same. */
@@ -105,6 +125,7 @@ typedef struct shm_layout {
   uint32_t cells;
   size_t cell_bytes; /* header + payload */
   size_t ring_bytes; /* control + cells */
+  size_t coll_off;   /* where the collectives' slots begin */
   size_t region_bytes;
 } shm_layout_t;
 
@@ -192,6 +213,20 @@ typedef struct shm_ep {
   int seen_set, closed;
   atomic_int aborted;
   int64_t spin_ns;
+  /* Heartbeats (shm_heartbeat.c): the timeout (0: none), the thread that
+   * beats and watches, and what it last saw of each peer (its thread
+   * only). `flag_waiters` counts this rank's threads waiting on a peer's
+   * collective flags: a wait the heartbeat watches like a pending request. */
+  int64_t hb_ms;
+  pthread_t hb_thread;
+  int hb_running, hb_stop; /* hb_stop under hb_mu */
+  pthread_mutex_t hb_mu;
+  pthread_cond_t hb_cv;
+  uint64_t *hb_seen;
+  int64_t *hb_at;
+  atomic_int flag_waiters;
+  /* The shared-memory collectives' round counter (one thread per comm). */
+  uint64_t coll_round;
 } shm_ep_t;
 
 /* shm_progress.c (all under ep->mu) --------------------------------------- */
@@ -237,6 +272,21 @@ int coll__shm_heard(void *ctx, char *buf, size_t n);
 /* The `wait` slot. */
 coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
                              size_t *len);
+
+/* shm_coll.c --------------------------------------------------------------- */
+
+/* The shared memory the collectives use (transport.h). */
+extern const coll_t_shared_t coll__shm_shared;
+
+/* shm_heartbeat.c ---------------------------------------------------------- */
+
+/* Reads COLL_HEARTBEAT_TIMEOUT_MS into ep->hb_ms; a value that is not a
+ * number of milliseconds >= 0 is refused with a text. */
+coll_status_t coll__shm_hb_config(shm_ep_t *ep);
+/* Starts the heartbeat thread (none when hb_ms is 0 or one rank). */
+coll_status_t coll__shm_hb_start(shm_ep_t *ep);
+/* Stops and joins it; a no-op if it never ran. Not from the thread. */
+void coll__shm_hb_stop(shm_ep_t *ep);
 
 /* shm_setup.c -------------------------------------------------------------- */
 

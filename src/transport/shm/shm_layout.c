@@ -16,8 +16,9 @@ void coll__shm_layout(int world, shm_layout_t *l) {
   l->ring_bytes = round_up(sizeof(shm_ring_ctl_t) + cells * cell, 4096);
   /* One ring slot per rank, the owner's own left unused: indexing by rank
    * keeps the arithmetic trivial for a few hundred KiB. */
-  l->region_bytes =
+  l->coll_off =
       round_up(sizeof(shm_hdr_t), 4096) + (size_t)world * l->ring_bytes;
+  l->region_bytes = l->coll_off + 4 * (size_t)SHM_COLL_SLOT;
 }
 
 shm_ring_ctl_t *coll__shm_ring(void *region, const shm_layout_t *l, int from) {

@@ -421,12 +421,15 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&ep->cv, &ca);
+  pthread_mutex_init(&ep->hb_mu, NULL);
+  pthread_cond_init(&ep->hb_cv, &ca);
   pthread_condattr_destroy(&ca);
   return ep;
 }
 
 void coll__shm_ep_free(shm_ep_t *ep) {
   if (ep == NULL) return;
+  coll__shm_hb_stop(ep);
   for (int p = 0; p < ep->world; p++) {
     shm_peer_t *pr = &ep->peers[p];
     shm_unx_t *u = pr->in.unx_head, *next;
@@ -443,6 +446,10 @@ void coll__shm_ep_free(shm_ep_t *ep) {
   if (ep->bell >= 0) close(ep->bell);
   pthread_cond_destroy(&ep->cv);
   pthread_mutex_destroy(&ep->mu);
+  pthread_cond_destroy(&ep->hb_cv);
+  pthread_mutex_destroy(&ep->hb_mu);
+  free(ep->hb_seen);
+  free(ep->hb_at);
   free(ep->peers);
   free(ep);
 }
@@ -457,6 +464,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   if (su.ep == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "shm setup: out of memory");
   job_digest(o, su.digest);
+  COLL_CHECK_GOTO(coll__shm_hb_config(su.ep), s, fail);
   COLL_CHECK_GOTO(region_make(&su), s, fail);
   COLL_CHECK_GOTO(listen_publish(&su, rdv), s, fail);
   for (int p = 0; p < o->rank; p++) COLL_CHECK_GOTO(dial(&su, rdv, p), s, fail);
@@ -464,6 +472,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   close(su.lfd);
   close(su.mfd);
   su.lfd = su.mfd = -1;
+  COLL_CHECK_GOTO(coll__shm_hb_start(su.ep), s, fail);
   COLL_CHECK_GOTO(
       coll_transport_create(coll__shm_ops(), su.ep, o->rank, o->world, out), s,
       fail);
@@ -471,6 +480,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
   coll__t_set_desync_hooks(*out, &su.ep->hdr->pos, coll__shm_ask,
                            coll__shm_tell, coll__shm_heard);
+  coll__t_set_shared(*out, &coll__shm_shared);
   COLL_INFO(COLL_LOG_BOOT,
             "rank %d/%d: shared-memory transport, %u cells "
             "of %u bytes per peer",
