@@ -208,6 +208,8 @@ coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
                      "with COLL_ELASTIC=1 and the in-process one can)",
                      t->name);
   return t->shrink(t->ctx, deadline_ms, out);
+}
+
 void coll__t_set_shared(coll_transport_t *t, const coll_t_shared_t *sh) {
   t->shared = sh;
 }
