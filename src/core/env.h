@@ -53,7 +53,8 @@
   X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                        \
     "path or name of libnccl to load (default libnccl.so.2)")                 \
   X(ALGO, "COLL_ALGO",                                                        \
-    "allreduce algorithm: auto (default), ring, rd (recursive doubling)")     \
+    "allreduce algorithm: auto (default), ring, rd (recursive doubling), "    \
+    "twolevel (within hosts, then across)")                                   \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                    \
     "bytes from which auto picks the ring over recursive doubling")           \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                      \

@@ -13,12 +13,17 @@ static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
                               coll_dtype_t dt, coll_op_t op) {
   coll_algo_ctx_t ctx;
   size_t bytes = count * coll_dtype_size(dt);
-  int ring;
+  int large = bytes >= cpu->ring_threshold;
   coll__cpu_ctx(cpu, &ctx);
-  ring = cpu->algo == CPU_ALGO_RING ||
-         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold);
-  return ring ? coll__allreduce_ring(&ctx, buf, count, dt, op)
-              : coll__allreduce_rd(&ctx, buf, count, dt, op);
+  /* Over hosts with several ranks each, the two-level allreduce sends
+   * 1/local of what the flat ring sends between hosts; it falls back to the
+   * ring where the hosts hold different numbers of ranks. */
+  if (cpu->algo == CPU_ALGO_TWO_LEVEL ||
+      (cpu->algo == CPU_ALGO_AUTO && large && coll__topo_two_level(&cpu->topo)))
+    return coll__allreduce_two_level(&ctx, buf, count, dt, op);
+  if (cpu->algo == CPU_ALGO_RING || (cpu->algo == CPU_ALGO_AUTO && large))
+    return coll__allreduce_ring(&ctx, buf, count, dt, op);
+  return coll__allreduce_rd(&ctx, buf, count, dt, op);
 }
 
 /* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:
