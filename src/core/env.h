@@ -56,7 +56,8 @@
     "allreduce algorithm: auto (default), ring, rd (recursive doubling), "    \
     "twolevel (within hosts, then across)")                                   \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                    \
-    "bytes from which auto picks the ring over recursive doubling")           \
+    "bytes from which auto picks the ring (or two-level) over recursive "     \
+    "doubling")                                                               \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                      \
     "pipeline segment of the CPU ring, bytes (1 MiB; 256 KiB in-process)")    \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                    \
