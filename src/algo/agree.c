@@ -15,20 +15,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "algo/agree.h"
 #include "algo/algo_util.h"
 #include "core/le.h"
 #include "core/work.h"
 
 /* The wire form: little-endian, fixed size. */
-#define DESC_BYTES 44
-#define AGREE_BYTES (DESC_BYTES + 12 + 2 * DESC_BYTES)
-
-typedef struct agree_state {
-  coll_desc_t mine;
-  uint32_t flag;
-  int32_t ra, rb; /* a known disagreement, ra < rb (-1: none known) */
-  coll_desc_t da, db;
-} agree_state_t;
+#define DESC_BYTES COLL_AGREE_DESC_BYTES
+#define AGREE_BYTES COLL_AGREE_BYTES
 
 static void put_desc(unsigned char *p, const coll_desc_t *d) {
   coll__put_le32(p, d->kind);
@@ -74,7 +68,7 @@ void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
   d->bufs = bufs;
 }
 
-static void pack(unsigned char *p, const agree_state_t *st) {
+void coll__agree_pack(unsigned char *p, const agree_state_t *st) {
   put_desc(p, &st->mine);
   coll__put_le32(p + DESC_BYTES, st->flag);
   coll__put_le32(p + DESC_BYTES + 4, (uint32_t)st->ra);
@@ -83,7 +77,7 @@ static void pack(unsigned char *p, const agree_state_t *st) {
   put_desc(p + 2 * DESC_BYTES + 12, &st->db);
 }
 
-static void unpack(const unsigned char *p, agree_state_t *st) {
+void coll__agree_unpack(const unsigned char *p, agree_state_t *st) {
   get_desc(p, &st->mine);
   st->flag = coll__get_le32(p + DESC_BYTES);
   st->ra = (int32_t)coll__get_le32(p + DESC_BYTES + 4);
@@ -117,16 +111,22 @@ static void consider(agree_state_t *st, int a, const coll_desc_t *da, int b,
 /* Folds in what rank `from` sent. Its own descriptor stands for every rank
  * it already agreed with; a disagreement it knows of travels on, so every
  * rank can name two ranks that differ. */
-static void merge(agree_state_t *st, int self, int from,
-                  const agree_state_t *in) {
+void coll__agree_merge(agree_state_t *st, int self, int from,
+                       const agree_state_t *in) {
   if (!desc_equal(&st->mine, &in->mine))
     consider(st, self, &st->mine, from, &in->mine);
   if (in->ra >= 0) consider(st, in->ra, &in->da, in->rb, &in->db);
   st->flag |= in->flag | (st->ra >= 0);
 }
 
+void coll__agree_state_init(agree_state_t *st, const coll_desc_t *d) {
+  memset(st, 0, sizeof *st);
+  st->mine = *d;
+  st->ra = st->rb = -1;
+}
+
 /* The final state, as the rank that folded into us computed it. */
-static void adopt(agree_state_t *st, const agree_state_t *in) {
+void coll__agree_adopt(agree_state_t *st, const agree_state_t *in) {
   coll_desc_t mine = st->mine;
   *st = *in;
   st->mine = mine;
@@ -135,7 +135,11 @@ static void adopt(agree_state_t *st, const agree_state_t *in) {
 typedef struct agree {
   algo_run_t run;
   agree_state_t st;
-  unsigned char out[AGREE_BYTES], in[AGREE_BYTES];
+  unsigned char out[AGREE_BYTES];
+  unsigned char *in; /* scratch: a state and room for a folded payload */
+  /* A peer with the same descriptor sent a payload: it ran the folded
+   * allreduce where this rank did not (a tuning variable set differently). */
+  int folded_peer;
   algo_req_t req[2];
 } agree_t;
 
@@ -143,15 +147,23 @@ typedef struct agree {
  * both posted before either is waited. */
 static coll_status_t swap(agree_t *A, int peer, int send, int recv,
                           agree_state_t *got) {
-  pack(A->out, &A->st);
+  size_t n = 0;
+  coll__agree_pack(A->out, &A->st);
   if (recv)
-    COLL_CHECK(coll__algo_irecv(&A->run, &A->req[0], peer, A->in, AGREE_BYTES));
+    COLL_CHECK(coll__algo_irecv(&A->run, &A->req[0], peer, A->in,
+                                AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX));
   if (send)
     COLL_CHECK(
         coll__algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
-  if (recv) COLL_CHECK(coll__algo_wait(&A->run, &A->req[0], AGREE_BYTES));
+  if (recv)
+    COLL_CHECK(coll__algo_wait_range(&A->run, &A->req[0], AGREE_BYTES,
+                                     AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX, &n));
   if (send) COLL_CHECK(coll__algo_wait(&A->run, &A->req[1], 0));
-  if (recv) unpack(A->in, got);
+  if (recv) {
+    coll__agree_unpack(A->in, got);
+    if (n > AGREE_BYTES && desc_equal(&got->mine, &A->st.mine))
+      A->folded_peer = 1;
+  }
   return COLL_OK;
 }
 
@@ -159,7 +171,8 @@ static coll_status_t swap(agree_t *A, int peer, int send, int recv,
 static void merge_from(agree_t *A, int rank, int from,
                        const agree_state_t *in) {
   const coll_algo_ctx_t *ctx = A->run.ctx;
-  merge(&A->st, coll__ctx_rank(ctx, rank), coll__ctx_rank(ctx, from), in);
+  coll__agree_merge(&A->st, coll__ctx_rank(ctx, rank),
+                    coll__ctx_rank(ctx, from), in);
 }
 
 static coll_status_t agree_body(agree_t *A, int rank, int n) {
@@ -169,7 +182,7 @@ static coll_status_t agree_body(agree_t *A, int rank, int n) {
   if (rank >= p) {
     COLL_CHECK(swap(A, rank - p, 1, 0, NULL));
     COLL_CHECK(swap(A, rank - p, 0, 1, &in));
-    adopt(&A->st, &in);
+    coll__agree_adopt(&A->st, &in);
     return COLL_OK;
   }
   if (rank + p < n) {
@@ -277,8 +290,8 @@ static void describe(char *dst, size_t cap, const coll_desc_t *d,
 
 /* The disagreement as text; `self` is this rank, whose own buffers it can
  * name in full. */
-static coll_status_t mismatch(const agree_state_t *st, int self,
-                              const coll_desc_t *mine) {
+coll_status_t coll__agree_mismatch(const agree_state_t *st, int self,
+                                   const coll_desc_t *mine) {
   char a[224], b[224];
   coll_desc_t da = st->da, db = st->db;
   if (st->ra < 0)
@@ -298,12 +311,21 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
   if (ctx->world == 1) return COLL_OK;
   memset(&A, 0, sizeof A);
   coll__algo_run_init(&A.run, ctx, "agree", ALGO_PH_AGREE);
-  A.st.mine = *d;
-  A.st.ra = A.st.rb = -1;
+  coll__agree_state_init(&A.st, d);
+  A.in = coll__scratch_get(ctx->scratch, AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX);
+  if (A.in == NULL)
+    return coll__algo_fail(&A.run, COLL_ERR_NO_MEMORY, "scratch");
   if (agree_body(&A, ctx->rank, ctx->world) != COLL_OK) {
     coll__algo_cancel(&A.run, A.req, 2);
     return coll__algo_done(&A.run);
   }
-  return A.st.flag ? mismatch(&A.st, coll__ctx_rank(ctx, ctx->rank), d)
-                   : COLL_OK;
+  if (A.st.flag)
+    return coll__agree_mismatch(&A.st, coll__ctx_rank(ctx, ctx->rank), d);
+  if (A.folded_peer)
+    return coll__err(COLL_ERR_LENGTH_MISMATCH,
+                     "ranks disagree: a rank with the same arguments ran the "
+                     "small allreduce with the check folded in, and this one "
+                     "did not (COLL_ALGO or COLL_RING_THRESHOLD set "
+                     "differently?)");
+  return COLL_OK;
 }

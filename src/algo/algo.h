@@ -116,6 +116,16 @@ coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
 coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
                                         size_t count, coll_dtype_t dt,
                                         coll_op_t op);
+/* Recursive doubling with the descriptor agreement folded into its
+ * messages: reads count elements at src, and writes the reduced result to
+ * dst (may be src) only if every rank passed descriptor d; otherwise
+ * returns what coll__agree would, on every rank, with dst untouched. For
+ * up to COLL_AGREE_PAYLOAD_MAX bytes (agree.h). Consumes one sequence
+ * number, as coll__agree does, so ranks that disagree stay in step. */
+coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
+                                         const coll_desc_t *d, const void *src,
+                                         void *dst, size_t count,
+                                         coll_dtype_t dt, coll_op_t op);
 /* buf holds world*count elements, block r being comm rank r's; on return
  * this rank's block holds its reduced values (other blocks hold partial
  * sums: scratch for the caller). */

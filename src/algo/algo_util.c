@@ -94,6 +94,19 @@ coll_status_t coll__algo_wait(algo_run_t *run, algo_req_t *q, size_t len) {
   return s;
 }
 
+coll_status_t coll__algo_wait_range(algo_run_t *run, algo_req_t *q, size_t lo,
+                                    size_t hi, size_t *got) {
+  coll_status_t s;
+  *got = 0;
+  s = coll__t_wait(run->ctx->t, q->h, run->ctx->deadline_ms, got);
+  if (s != COLL_ERR_TIMEOUT) q->live = 0;
+  if (s == COLL_OK && (*got < lo || *got > hi))
+    s = coll__err(COLL_ERR_PROTOCOL, "%zu bytes where %zu to %zu were due",
+                  *got, lo, hi);
+  if (s != COLL_OK) coll__algo_fail(run, s, "receive from rank %d", q->peer);
+  return s;
+}
+
 void coll__algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n) {
   size_t i;
   /* coll__algo_fail aborted the transport; a failure that did not pass through

@@ -76,6 +76,12 @@ coll_status_t coll__algo_irecv(algo_run_t *run, algo_req_t *q, int peer,
  * it). */
 coll_status_t coll__algo_wait(algo_run_t *run, algo_req_t *q, size_t len);
 
+/* Completes the receive q before the run's deadline; it must deliver
+ * between lo and hi bytes (hi is at most the capacity posted), and *got
+ * says how many. As coll__algo_wait otherwise. */
+coll_status_t coll__algo_wait_range(algo_run_t *run, algo_req_t *q, size_t lo,
+                                    size_t hi, size_t *got);
+
 /* After a failure (the transport is aborted): waits each live request of
  * reqs[0..n), which fails at once. */
 void coll__algo_cancel(algo_run_t *run, algo_req_t *reqs, size_t n);

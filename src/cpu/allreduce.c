@@ -2,6 +2,7 @@
 /* allreduce.c: allreduce on host memory: single, batched and premul-sum. */
 #include <string.h>
 
+#include "algo/agree.h"
 #include "cpu/host.h"
 #include "reduce/reduce.h"
 
@@ -9,21 +10,62 @@
  * many small gradients costs one collective's latency, not one each. */
 #define PACK_LIMIT (256u * 1024u)
 
+/* 1 if an allreduce of `bytes` (in the work dtype) runs the ring. */
+static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
+  return cpu->algo == CPU_ALGO_RING ||
+         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold);
+}
+
+/* 1 if it runs the two-level allreduce: over hosts with several ranks
+ * each, it sends 1/local of what the flat ring sends between hosts (it falls
+ * back to the ring where the hosts hold different numbers of ranks). */
+static int use_two_level(const coll_cpu_t *cpu, size_t bytes) {
+  return cpu->algo == CPU_ALGO_TWO_LEVEL ||
+         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold &&
+          coll__topo_two_level(&cpu->topo));
+}
+
 static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
                               coll_dtype_t dt, coll_op_t op) {
   coll_algo_ctx_t ctx;
   size_t bytes = count * coll_dtype_size(dt);
-  int large = bytes >= cpu->ring_threshold;
   coll__cpu_ctx(cpu, &ctx);
-  /* Over hosts with several ranks each, the two-level allreduce sends
-   * 1/local of what the flat ring sends between hosts; it falls back to the
-   * ring where the hosts hold different numbers of ranks. */
-  if (cpu->algo == CPU_ALGO_TWO_LEVEL ||
-      (cpu->algo == CPU_ALGO_AUTO && large && coll__topo_two_level(&cpu->topo)))
+  if (use_two_level(cpu, bytes))
     return coll__allreduce_two_level(&ctx, buf, count, dt, op);
-  if (cpu->algo == CPU_ALGO_RING || (cpu->algo == CPU_ALGO_AUTO && large))
+  if (use_ring(cpu, bytes))
     return coll__allreduce_ring(&ctx, buf, count, dt, op);
   return coll__allreduce_rd(&ctx, buf, count, dt, op);
+}
+
+/* A small allreduce with the check on: the agreement rides in the recursive
+ * doubling's own messages (allreduce_rd_checked.c), so it costs one
+ * exchange per round instead of two. recv is written only on success. */
+static coll_status_t checked(coll_cpu_t *cpu, const coll_work_t *w,
+                             const coll_desc_t *d) {
+  coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
+  coll_op_t aop = w->op == COLL_AVG ? COLL_SUM : w->op;
+  const void *src = w->send != NULL ? w->send : w->recv;
+  void *out = w->recv;
+  coll_algo_ctx_t ctx;
+  if (wdt != w->dtype) {
+    out = coll__scratch_get(&cpu->work, w->count * coll_dtype_size(wdt));
+    if (out == NULL) return COLL_ERR_NO_MEMORY;
+    coll__widen_8bit(w->dtype, out, src, w->count);
+    src = out;
+  }
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(coll__allreduce_rd_checked(&ctx, d, src, out, w->count, wdt, aop));
+  coll__cpu_finish(cpu, w->recv, out, w->count, w->dtype, w->op);
+  return COLL_OK;
+}
+
+/* 1 if the allreduce w takes the checked small path. */
+static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
+  size_t bytes =
+      w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
+  return cpu->check_mismatch && cpu->comm->world > 1 && w->count > 0 &&
+         bytes <= COLL_AGREE_PAYLOAD_MAX && !use_two_level(cpu, bytes) &&
+         !use_ring(cpu, bytes);
 }
 
 /* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:
@@ -113,6 +155,7 @@ coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w) {
                     .op = (int32_t)w->op,
                     .root = -1,
                     .count = (uint64_t)w->count};
+  if (use_checked(cpu, w)) return checked(cpu, w, &d);
   COLL_CHECK(coll__cpu_agree(cpu, &d));
   if (w->send != w->recv && w->count > 0)
     memcpy(w->recv, w->send, w->count * coll_dtype_size(w->dtype));

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* agree.h: the descriptor agreement's state and its wire form, shared by
+ * the standalone agreement (agree.c) and the small allreduce that carries
+ * the agreement in its own messages (allreduce_rd_checked.c).
+ *
+ * Both send the same message pattern on the same tag (ALGO_PH_AGREE of the
+ * collective's sequence number): recursive doubling, with the ranks from p
+ * (the largest power of two below n) folded into rank - p first. Each
+ * message begins with the sender's state (COLL_AGREE_BYTES); a message of
+ * the folded allreduce carries the sender's partial result after it, at
+ * most COLL_AGREE_PAYLOAD_MAX bytes. Every agreement receive has room for
+ * that much, so ranks that took different paths (their descriptors differ)
+ * still read each other's state and all report the mismatch. */
+#ifndef COLL_ALGO_AGREE_H
+#define COLL_ALGO_AGREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo/algo.h"
+
+#define COLL_AGREE_DESC_BYTES 44
+#define COLL_AGREE_BYTES \
+  (COLL_AGREE_DESC_BYTES + 12 + 2 * COLL_AGREE_DESC_BYTES)
+/* The largest result a folded allreduce message carries. Part of the
+ * protocol: every rank must use the same value. */
+#define COLL_AGREE_PAYLOAD_MAX ((size_t)64 * 1024)
+
+typedef struct agree_state {
+  coll_desc_t mine;
+  uint32_t flag;
+  int32_t ra, rb; /* a known disagreement, ra < rb (-1: none known) */
+  coll_desc_t da, db;
+} agree_state_t;
+
+/* The state of a rank that knows only its own descriptor. */
+void coll__agree_state_init(agree_state_t *st, const coll_desc_t *d);
+void coll__agree_pack(unsigned char *p, const agree_state_t *st);
+void coll__agree_unpack(const unsigned char *p, agree_state_t *st);
+/* Folds in what rank `from` sent. */
+void coll__agree_merge(agree_state_t *st, int self, int from,
+                       const agree_state_t *in);
+/* Takes the final state the rank we folded into computed. */
+void coll__agree_adopt(agree_state_t *st, const agree_state_t *in);
+/* COLL_ERR_LENGTH_MISMATCH with the text naming the disagreement. */
+coll_status_t coll__agree_mismatch(const agree_state_t *st, int self,
+                                   const coll_desc_t *mine);
+
+#endif
