@@ -167,6 +167,14 @@ static coll_status_t swap(agree_t *A, int peer, int send, int recv,
   return COLL_OK;
 }
 
+/* Disagreements name comm ranks, not positions. */
+static void merge_from(agree_t *A, int rank, int from,
+                       const agree_state_t *in) {
+  const coll_algo_ctx_t *ctx = A->run.ctx;
+  coll__agree_merge(&A->st, coll__ctx_rank(ctx, rank),
+                    coll__ctx_rank(ctx, from), in);
+}
+
 static coll_status_t agree_body(agree_t *A, int rank, int n) {
   agree_state_t in;
   int p = 1, mask;
@@ -179,11 +187,11 @@ static coll_status_t agree_body(agree_t *A, int rank, int n) {
   }
   if (rank + p < n) {
     COLL_CHECK(swap(A, rank + p, 0, 1, &in));
-    coll__agree_merge(&A->st, rank, rank + p, &in);
+    merge_from(A, rank, rank + p, &in);
   }
   for (mask = 1; mask < p; mask <<= 1) {
     COLL_CHECK(swap(A, rank ^ mask, 1, 1, &in));
-    coll__agree_merge(&A->st, rank, rank ^ mask, &in);
+    merge_from(A, rank, rank ^ mask, &in);
   }
   if (rank + p < n) COLL_CHECK(swap(A, rank + p, 1, 0, NULL));
   return COLL_OK;
@@ -311,7 +319,8 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
     coll__algo_cancel(&A.run, A.req, 2);
     return coll__algo_done(&A.run);
   }
-  if (A.st.flag) return coll__agree_mismatch(&A.st, ctx->rank, d);
+  if (A.st.flag)
+    return coll__agree_mismatch(&A.st, coll__ctx_rank(ctx, ctx->rank), d);
   if (A.folded_peer)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
                      "ranks disagree: a rank with the same arguments ran the "

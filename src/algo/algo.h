@@ -42,12 +42,25 @@ typedef struct coll_scratch {
 void *coll__scratch_get(coll_scratch_t *s, size_t bytes);
 void coll__scratch_free(coll_scratch_t *s);
 
+/* Ranks in a context are positions in the walk order: the algorithms send
+ * to position rank+1, to the peer rank^2^k, and so on, and coll__algo_isend
+ * / irecv turn a position into the comm rank ranks[] names. A CPU comm
+ * orders positions by host (topo.h); a sub-context of the two-level
+ * allreduce is one host's ranks, or one rank of each host. Roots and block
+ * layouts the caller sees stay in comm ranks. */
+typedef struct coll_topo coll_topo_t;
+
 typedef struct coll_algo_ctx {
   coll_transport_t *t;
-  int rank;
-  int world;
-  int64_t deadline_ms; /* absolute (coll__now_ms); < 0: none */
-  uint32_t seq;        /* this collective's sequence number on the comm */
+  int rank;                /* this rank's position */
+  int world;               /* number of positions */
+  const int *ranks;        /* position -> comm rank; NULL: the identity */
+  const int *pos;          /* comm rank -> position; NULL: the identity (only a
+                              context of the whole comm has a comm rank for each) */
+  const coll_topo_t *topo; /* the comm's hosts; NULL: one host */
+  uint32_t sub_phase;      /* or'ed into the tag's phase: sub-collectives */
+  int64_t deadline_ms;     /* absolute (coll__now_ms); < 0: none */
+  uint32_t seq;            /* this collective's sequence number on the comm */
   coll_scratch_t *scratch;
   size_t seg_bytes; /* ring pipeline segment (> 0) */
 } coll_algo_ctx_t;
@@ -81,11 +94,28 @@ void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
  * text naming what differs and a rank that differs. */
 coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
 
+/* The comm rank at position p of ctx, and the position of comm rank r. */
+static inline int coll__ctx_rank(const coll_algo_ctx_t *ctx, int p) {
+  return ctx->ranks != NULL ? ctx->ranks[p] : p;
+}
+static inline int coll__ctx_pos(const coll_algo_ctx_t *ctx, int r) {
+  return ctx->pos != NULL ? ctx->pos[r] : r;
+}
+
 /* Allreduce of count elements of dt in place on buf. */
 coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t count, coll_dtype_t dt, coll_op_t op);
 coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op);
+/* Two-level allreduce over ctx->topo's hosts (coll__topo_two_level must
+ * hold, else it runs coll__allreduce_ring): a ring reduce-scatter among the
+ * ranks of each host, a ring allreduce of each slice among the ranks with
+ * the same local index on every host (every rank is a leader for its
+ * slice), a ring allgather within each host. Only 1/local of the buffer
+ * crosses between hosts per rank. */
+coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
+                                        size_t count, coll_dtype_t dt,
+                                        coll_op_t op);
 /* Recursive doubling with the descriptor agreement folded into its
  * messages: reads count elements at src, and writes the reduced result to
  * dst (may be src) only if every rank passed descriptor d; otherwise
@@ -100,20 +130,22 @@ coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
  * not be NULL): every element combined in rank order 0..world-1. */
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
                                   size_t count, coll_dtype_t dt, coll_op_t op);
-/* buf holds world*count elements; on return block `rank` holds its reduced
- * block (other blocks hold partial sums: scratch for the caller). */
+/* buf holds world*count elements, block r being comm rank r's; on return
+ * this rank's block holds its reduced values (other blocks hold partial
+ * sums: scratch for the caller). */
 coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,
                                         size_t count, coll_dtype_t dt,
                                         coll_op_t op);
-/* buf holds world blocks of `block_bytes`; block `rank` is filled in; on
- * return every block is. */
+/* buf holds world blocks of `block_bytes`, one per comm rank; this rank's
+ * is filled in; on return every block is. */
 coll_status_t coll__allgather_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t block_bytes);
-/* Broadcast of `bytes` at buf from root (pipelined chain or binomial tree by
- * size). */
+/* Broadcast of `bytes` at buf from comm rank root (pipelined chain or
+ * binomial tree by size). */
 coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
                               size_t bytes, int root);
-/* Reduce count elements in place on buf; the result is valid on root only. */
+/* Reduce count elements in place on buf; the result is valid on comm rank
+ * root only. */
 coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
                            coll_dtype_t dt, coll_op_t op, int root);
 coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);

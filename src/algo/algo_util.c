@@ -12,14 +12,14 @@ void coll__algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,
                          const char *what, uint32_t phase) {
   run->ctx = ctx;
   run->what = what;
-  run->tag = COLL_ALGO_TAG(ctx->seq, phase);
+  run->tag = COLL_ALGO_TAG(ctx->seq, phase | ctx->sub_phase);
   run->status = COLL_OK;
   run->msg[0] = '\0';
   coll__err_clear();
 }
 
 void coll__algo_run_phase(algo_run_t *run, uint32_t phase) {
-  run->tag = COLL_ALGO_TAG(run->ctx->seq, phase);
+  run->tag = COLL_ALGO_TAG(run->ctx->seq, phase | run->ctx->sub_phase);
 }
 
 coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
@@ -27,6 +27,7 @@ coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
   char where[160], seen[160];
   const char *why = coll_last_error();
   coll_origin_t o;
+  int self = coll__ctx_rank(run->ctx, run->ctx->rank);
   va_list ap;
   if (run->status != COLL_OK) return run->status;
   va_start(ap, fmt);
@@ -43,8 +44,8 @@ coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
   coll__t_fail(run->ctx->t, s);
   /* A failure that started on another rank is reported as that rank's,
    * with the status every rank reports for it. */
-  if (coll__t_origin(run->ctx->t, &o) && o.rank != run->ctx->rank) {
-    coll__origin_text(&o, run->ctx->rank, seen, sizeof seen);
+  if (coll__t_origin(run->ctx->t, &o) && o.rank != self) {
+    coll__origin_text(&o, self, seen, sizeof seen);
     snprintf(run->msg, sizeof run->msg, "%s: %s", run->what, seen);
     s = coll__origin_status(&o);
   }
@@ -52,9 +53,13 @@ coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
   return coll__err(s, "%s", run->msg);
 }
 
+/* peer is a position; the transport and every error text speak of the comm
+ * rank at it. */
 coll_status_t coll__algo_isend(algo_run_t *run, algo_req_t *q, int peer,
                                const void *buf, size_t len) {
-  coll_status_t s = coll__t_isend(run->ctx->t, peer, run->tag, buf, len, &q->h);
+  coll_status_t s;
+  peer = coll__ctx_rank(run->ctx, peer);
+  s = coll__t_isend(run->ctx->t, peer, run->tag, buf, len, &q->h);
   q->peer = peer;
   q->is_recv = 0;
   q->live = s == COLL_OK;
@@ -64,7 +69,9 @@ coll_status_t coll__algo_isend(algo_run_t *run, algo_req_t *q, int peer,
 
 coll_status_t coll__algo_irecv(algo_run_t *run, algo_req_t *q, int peer,
                                void *buf, size_t cap) {
-  coll_status_t s = coll__t_irecv(run->ctx->t, peer, run->tag, buf, cap, &q->h);
+  coll_status_t s;
+  peer = coll__ctx_rank(run->ctx, peer);
+  s = coll__t_irecv(run->ctx->t, peer, run->tag, buf, cap, &q->h);
   q->peer = peer;
   q->is_recv = 1;
   q->live = s == COLL_OK;

@@ -33,7 +33,7 @@ enum {
 /* One posted send or receive. */
 typedef struct algo_req {
   coll_treq_t h;
-  int peer;
+  int peer; /* the comm rank */
   int live; /* posted and not yet completed */
   int is_recv;
 } algo_req_t;
@@ -64,8 +64,9 @@ void coll__algo_run_phase(algo_run_t *run, uint32_t phase);
 coll_status_t coll__algo_fail(algo_run_t *run, coll_status_t s, const char *fmt,
                               ...) __attribute__((format(printf, 3, 4)));
 
-/* Posts a send / receive into q. On failure nothing is pending for q and
- * the failure is recorded. */
+/* Posts a send / receive into q, to / from the peer at position `peer` of
+ * the run's context. On failure nothing is pending for q and the failure is
+ * recorded. */
 coll_status_t coll__algo_isend(algo_run_t *run, algo_req_t *q, int peer,
                                const void *buf, size_t len);
 coll_status_t coll__algo_irecv(algo_run_t *run, algo_req_t *q, int peer,

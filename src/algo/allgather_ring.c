@@ -19,5 +19,6 @@ coll_status_t coll__allgather_ring(const coll_algo_ctx_t *ctx, void *buf,
   p.nsteps = n - 1;
   p.nreduce = 0;
   p.fn = NULL;
+  p.blocks = ctx->ranks; /* block r is comm rank r's */
   return coll__ring_run(ctx, &p);
 }

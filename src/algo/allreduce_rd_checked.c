@@ -93,13 +93,16 @@ static coll_status_t body(checked_t *C, int rank, int n) {
   }
   if (rank + p < n) {
     COLL_CHECK(swap(C, rank + p, 0, 1, &in, &fresh));
-    coll__agree_merge(&C->st, rank, rank + p, &in);
+    coll__agree_merge(&C->st, coll__ctx_rank(C->run.ctx, rank),
+                      coll__ctx_rank(C->run.ctx, rank + p), &in);
     if (fresh) combine(C, 1);
   }
   for (mask = 1; mask < p; mask <<= 1) {
     int peer = rank ^ mask;
     COLL_CHECK(swap(C, peer, 1, 1, &in, &fresh));
-    coll__agree_merge(&C->st, rank, peer, &in);
+    /* Disagreements name comm ranks, not positions. */
+    coll__agree_merge(&C->st, coll__ctx_rank(C->run.ctx, rank),
+                      coll__ctx_rank(C->run.ctx, peer), &in);
     if (fresh) combine(C, rank < peer);
   }
   if (rank + p < n) COLL_CHECK(swap(C, rank + p, 1, 0, NULL, &fresh));
@@ -138,7 +141,8 @@ coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
     coll__algo_cancel(&C.run, C.req, 2);
     return coll__algo_done(&C.run);
   }
-  if (C.st.flag) return coll__agree_mismatch(&C.st, ctx->rank, d);
+  if (C.st.flag)
+    return coll__agree_mismatch(&C.st, coll__ctx_rank(ctx, ctx->rank), d);
   if (C.odd)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
                      "ranks disagree: a rank with the same arguments did not "

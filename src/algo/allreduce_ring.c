@@ -25,5 +25,6 @@ coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
   p.shift = 0;
   p.nsteps = 2 * (n - 1);
   p.nreduce = n - 1;
+  p.blocks = NULL;
   return coll__ring_run(ctx, &p);
 }

@@ -7,6 +7,7 @@ coll_status_t coll__barrier(const coll_algo_ctx_t *ctx) {
   coll_status_t s;
   coll_origin_t o;
   char seen[160];
+  int self = coll__ctx_rank(ctx, ctx->rank);
   if (ctx->world == 1) return COLL_OK;
   coll__err_clear();
   s = coll__t_barrier(ctx->t, COLL_ALGO_TAG(ctx->seq, ALGO_PH_BARRIER),
@@ -14,8 +15,8 @@ coll_status_t coll__barrier(const coll_algo_ctx_t *ctx) {
   if (s == COLL_OK) return COLL_OK;
   /* As for every algorithm: peers that wait on us learn of it at once. */
   coll__t_fail(ctx->t, s);
-  if (coll__t_origin(ctx->t, &o) && o.rank != ctx->rank) {
-    coll__origin_text(&o, ctx->rank, seen, sizeof seen);
+  if (coll__t_origin(ctx->t, &o) && o.rank != self) {
+    coll__origin_text(&o, self, seen, sizeof seen);
     s = coll__err(coll__origin_status(&o), "%s", seen);
   }
   if (coll_last_error()[0] == '\0') coll__err(s, "%s", coll_strerror(s));

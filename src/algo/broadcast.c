@@ -62,6 +62,7 @@ coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
                               size_t bytes, int root) {
   algo_run_t run;
   if (ctx->world == 1 || bytes == 0) return COLL_OK;
+  root = coll__ctx_pos(ctx, root);
   if (bytes < BCAST_TREE_MAX) {
     coll__algo_run_init(&run, ctx, "tree broadcast", ALGO_PH_BCAST);
     (void)bcast_tree(&run, buf, bytes, root);

@@ -93,6 +93,7 @@ coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
   coll_reduce_fn_t fn = coll__algo_kernel("reduce", dt, op);
   if (fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
+  root = coll__ctx_pos(ctx, root);
   if (count * esz < REDUCE_TREE_MAX)
     return reduce_tree(ctx, buf, count, esz, fn, root);
   p.what = "ring reduce";
@@ -104,6 +105,7 @@ coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
   p.nsteps = n - 1;
   p.nreduce = n - 1;
   p.fn = fn;
+  p.blocks = NULL; /* this file's own layout, by position */
   COLL_CHECK(coll__ring_run(ctx, &p));
   return gather_blocks(ctx, buf, count, esz, root);
 }

@@ -22,5 +22,6 @@ coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,
   p.shift = -1;
   p.nsteps = n - 1;
   p.nreduce = n - 1;
+  p.blocks = ctx->ranks; /* block r is comm rank r's */
   return coll__ring_run(ctx, &p);
 }

@@ -57,7 +57,8 @@ static int recv_block(const ring_t *R, int s) { return send_block(R, s + 1); }
 /* The slice of block b in this round: *off and the element count. */
 static size_t slice(const ring_t *R, int b, size_t *off) {
   const coll_ring_pass_t *p = R->p;
-  size_t ub = (size_t)b, len = p->q + (ub < p->rem);
+  size_t ub = (size_t)(p->blocks != NULL ? p->blocks[b] : b);
+  size_t len = p->q + (ub < p->rem);
   *off = ub * p->q + (ub < p->rem ? ub : p->rem) + R->round_off;
   if (len <= R->round_off) return 0;
   len -= R->round_off;

@@ -11,10 +11,10 @@
 
 /* One pass around the ring over `world` blocks of buf. Block c holds
  * q + (c < rem) elements and starts at element c*q + min(c, rem). At step s
- * (0 <= s < nsteps) every rank sends block (rank + shift - s) mod world to
- * rank+1 and receives block (rank + shift - s - 1) mod world from rank-1:
- * the block it sends at step s+1. Steps below nreduce reduce what arrives
- * into buf (dst = dst op src with fn); later steps store it.
+ * (0 <= s < nsteps) every rank (a position of the context) sends block (rank +
+ * shift - s) mod world to rank+1 and receives block (rank + shift - s - 1) mod
+ * world from rank-1: the block it sends at step s+1. Steps below nreduce reduce
+ * what arrives into buf (dst = dst op src with fn); later steps store it.
  *
  *   allreduce:      shift 0,  nsteps 2(n-1), nreduce n-1
  *   reduce-scatter: shift -1, nsteps n-1,    nreduce n-1 (block r ends on r)
@@ -29,6 +29,9 @@ typedef struct coll_ring_pass {
   int nsteps;
   int nreduce;
   coll_reduce_fn_t fn; /* needed when nreduce > 0 */
+  /* The block of position c lies where block blocks[c] of the even split
+   * does (a layout by comm rank walked in host order); NULL: block c. */
+  const int *blocks;
 } coll_ring_pass_t;
 
 /* Runs the pass with the context's transport, deadline and scratch, under

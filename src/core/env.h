@@ -55,10 +55,12 @@
   X(NCCL_SHRINKABLE, "COLL_NCCL_SHRINKABLE",                                    \
     "1: a failed or aborted NCCL comm keeps NCCL's comm for a shrink")          \
   X(ALGO, "COLL_ALGO",                                                          \
-    "allreduce algorithm: auto (default), ring, rd (recursive doubling), shm "  \
-    "(through shared memory, where the transport has it)")                      \
+    "allreduce algorithm: auto (default), ring, rd (recursive doubling), "      \
+    "twolevel (within hosts, then across), shm (through shared memory, where "  \
+    "the transport has it)")                                                    \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                      \
-    "bytes from which auto picks the ring over recursive doubling")             \
+    "bytes from which auto picks the ring (or two-level) over recursive "       \
+    "doubling")                                                                 \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
     "pipeline segment of the CPU ring, bytes (1 MiB; 256 KiB in-process)")      \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                      \

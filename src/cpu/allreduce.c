@@ -44,14 +44,26 @@ static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
           (cpu->algo == CPU_ALGO_AUTO && shm_wins(cpu, bytes)));
 }
 
+/* 1 if it runs the two-level allreduce: over hosts with several ranks
+ * each, it sends 1/local of what the flat ring sends between hosts (it falls
+ * back to the ring where the hosts hold different numbers of ranks). */
+static int use_two_level(const coll_cpu_t *cpu, size_t bytes) {
+  return cpu->algo == CPU_ALGO_TWO_LEVEL ||
+         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold &&
+          coll__topo_two_level(&cpu->topo));
+}
+
 static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
                               coll_dtype_t dt, coll_op_t op) {
   coll_algo_ctx_t ctx;
   size_t bytes = count * coll_dtype_size(dt);
   coll__cpu_ctx(cpu, &ctx);
   if (use_shm(cpu, bytes)) return coll__allreduce_shm(&ctx, buf, count, dt, op);
-  return use_ring(cpu, bytes) ? coll__allreduce_ring(&ctx, buf, count, dt, op)
-                              : coll__allreduce_rd(&ctx, buf, count, dt, op);
+  if (use_two_level(cpu, bytes))
+    return coll__allreduce_two_level(&ctx, buf, count, dt, op);
+  if (use_ring(cpu, bytes))
+    return coll__allreduce_ring(&ctx, buf, count, dt, op);
+  return coll__allreduce_rd(&ctx, buf, count, dt, op);
 }
 
 /* A small allreduce with the check on: the agreement rides in the recursive
@@ -81,8 +93,8 @@ static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
   size_t bytes =
       w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
   return cpu->check_mismatch && cpu->comm->world > 1 && w->count > 0 &&
-         bytes <= COLL_AGREE_PAYLOAD_MAX && !use_ring(cpu, bytes) &&
-         !use_shm(cpu, bytes);
+         bytes <= COLL_AGREE_PAYLOAD_MAX && !use_two_level(cpu, bytes) &&
+         !use_ring(cpu, bytes) && !use_shm(cpu, bytes);
 }
 
 /* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:

@@ -10,13 +10,15 @@
 #include <stdatomic.h>
 
 #include "algo/algo.h"
+#include "algo/topo.h"
 #include "core/comm.h"
 
 typedef enum {
   CPU_ALGO_AUTO,
   CPU_ALGO_RING,
   CPU_ALGO_RD,
-  CPU_ALGO_SHM
+  CPU_ALGO_SHM,
+  CPU_ALGO_TWO_LEVEL
 } cpu_algo_t;
 
 typedef struct cpu_req cpu_req_t;
@@ -55,6 +57,9 @@ typedef struct coll_cpu {
 
   atomic_int aborted;
 
+  /* The ranks' hosts and the order the algorithms walk them in. */
+  coll_topo_t topo;
+
   /* Tuning, read once at creation. */
   cpu_algo_t algo;
   size_t ring_threshold;
@@ -64,7 +69,8 @@ typedef struct coll_cpu {
 
 /* cpu_util.c ------------------------------------------------------------- */
 
-/* A context for one (sub-)collective: takes the next sequence number. */
+/* A context for one (sub-)collective: takes the next sequence number.
+ * Positions follow the comm's host order (algo/topo.h). */
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx);
 /* Agreement on the descriptor, unless disabled or world == 1. */
 coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d);

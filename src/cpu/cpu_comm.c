@@ -85,6 +85,7 @@ static coll_status_t cpu_destroy(coll_comm_t *c, int aborted) {
   coll__scratch_free(&cpu->scratch);
   coll__scratch_free(&cpu->work);
   coll__scratch_free(&cpu->extra);
+  coll__topo_free(&cpu->topo);
   uv_cond_destroy(&cpu->cv);
   uv_mutex_destroy(&cpu->mu);
   free(cpu);
@@ -109,13 +110,14 @@ static int env_algo(void) {
   if (strcasecmp(algo, "ring") == 0) return CPU_ALGO_RING;
   if (strcasecmp(algo, "rd") == 0) return CPU_ALGO_RD;
   if (strcasecmp(algo, "shm") == 0) return CPU_ALGO_SHM;
+  if (strcasecmp(algo, "twolevel") == 0) return CPU_ALGO_TWO_LEVEL;
   return -1;
 }
 
 coll_status_t coll__cpu_env_check(void) {
   if (env_algo() >= 0) return COLL_OK;
   return coll__err(COLL_ERR_INVALID_ARG,
-                   "COLL_ALGO='%s' is not auto, ring, rd or shm",
+                   "COLL_ALGO='%s' is not auto, ring, rd, twolevel or shm",
                    coll__env(COLL_ENV_ALGO));
 }
 
@@ -152,6 +154,12 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
     coll_transport_destroy(t);
     return coll__err(COLL_ERR_NO_MEMORY, "comm_create: out of memory");
   }
+  s = coll__topo_init(&cpu->topo, t->world, t->rank, t->host_of);
+  if (s != COLL_OK) {
+    free(cpu);
+    coll_transport_destroy(t);
+    return s;
+  }
   if (uv_mutex_init(&cpu->mu) != 0) goto sys;
   if (uv_cond_init(&cpu->cv) != 0) {
     uv_mutex_destroy(&cpu->mu);
@@ -161,6 +169,7 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   if (s != COLL_OK) {
     uv_cond_destroy(&cpu->cv);
     uv_mutex_destroy(&cpu->mu);
+    coll__topo_free(&cpu->topo);
     free(cpu);
     coll_transport_destroy(t);
     return s;
@@ -171,11 +180,13 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   atomic_init(&cpu->aborted, 0);
   read_tuning(cpu);
   c->be = cpu;
-  COLL_INFO(COLL_LOG_INIT, "comm %s over %s: %d ranks, timeout %lld ms",
-            c->name, t->ops.name, t->world, (long long)c->timeout_ms);
+  COLL_INFO(COLL_LOG_INIT,
+            "comm %s over %s: %d ranks on %d hosts, timeout %lld ms", c->name,
+            t->ops.name, t->world, cpu->topo.nhosts, (long long)c->timeout_ms);
   *out = c;
   return COLL_OK;
 sys:
+  coll__topo_free(&cpu->topo);
   free(cpu);
   coll_transport_destroy(t);
   return coll__err(COLL_ERR_SYSTEM, "comm_create: cannot create a mutex");

@@ -12,8 +12,13 @@
 
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
   ctx->t = cpu->t;
-  ctx->rank = cpu->comm->rank;
+  const coll_topo_t *tp = &cpu->topo;
+  ctx->rank = tp->identity ? cpu->comm->rank : tp->pos[cpu->comm->rank];
   ctx->world = cpu->comm->world;
+  ctx->ranks = tp->identity ? NULL : tp->order;
+  ctx->pos = tp->identity ? NULL : tp->pos;
+  ctx->topo = tp;
+  ctx->sub_phase = 0;
   ctx->deadline_ms = coll__deadline(cpu->comm->timeout_ms);
   ctx->seq = cpu->seq++;
   ctx->scratch = &cpu->scratch;

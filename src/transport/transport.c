@@ -80,8 +80,25 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
 void coll_transport_destroy(coll_transport_t *t) {
   if (t == NULL) return;
   t->ops.destroy(t->ctx);
+  free(t->host_of);
   free(t);
 }
+
+coll_status_t coll__t_set_hosts(coll_transport_t *t, const int *host_of) {
+  int *copy = NULL;
+  if (host_of != NULL) {
+    copy = malloc((size_t)t->world * sizeof *copy);
+    if (copy == NULL)
+      return coll__err(COLL_ERR_NO_MEMORY, "transport: out of memory");
+    memcpy(copy, host_of, (size_t)t->world * sizeof *copy);
+  }
+  free(t->host_of);
+  t->host_of = copy;
+  return COLL_OK;
+}
+
+void (*coll__t_send_test_hook)(const coll_transport_t *t, int peer,
+                               size_t len) = NULL;
 
 void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes) {
   t->seg_bytes = bytes;
@@ -101,6 +118,8 @@ coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req) {
   coll_status_t s = t->ops.isend(t->ctx, peer, tag, buf, len, req);
   if (s == COLL_OK) coll__trace_note_req(*req, peer);
+  if (s == COLL_OK && coll__t_send_test_hook != NULL)
+    coll__t_send_test_hook(t, peer, len);
   return s;
 }
 

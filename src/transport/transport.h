@@ -25,6 +25,10 @@ struct coll_transport {
   int world;
   atomic_int aborted;
   size_t seg_bytes; /* the pipeline segment it moves best; 0: not said */
+  /* host_of[r]: the number of rank r's host (hosts numbered by their
+   * lowest rank), as learnt at rendezvous; NULL: every rank on one host (a
+   * third party's transport, the in-process one). Owned. */
+  int *host_of;
   /* libcoll's own transports only (NULL for a third party's): `fail` ends
    * the endpoint like abort, for a failure that started at o, and tells
    * the peers o before it closes anything (an origin it already holds
@@ -131,6 +135,16 @@ void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
 /* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT.
  * Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
+
+/* Records which host each rank is on (world entries, copied; NULL forgets
+ * it). COLL_ERR_NO_MEMORY when the copy cannot be made. One thread, before
+ * the endpoint is used. */
+coll_status_t coll__t_set_hosts(coll_transport_t *t, const int *host_of);
+
+/* Test hook: when set, called with every send posted through
+ * coll__t_isend (the peer is a comm rank). Not exported from libcoll.so. */
+extern void (*coll__t_send_test_hook)(const coll_transport_t *t, int peer,
+                                      size_t len);
 
 /* Records the failure hooks of one of libcoll's own transports. One
  * thread, right after coll_transport_create. */

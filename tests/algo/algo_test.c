@@ -84,6 +84,7 @@ size_t at_close(at_world_t *w) {
 
 void at_ctx(at_world_t *w, int rank, uint32_t seq, size_t seg_bytes,
             int64_t timeout_ms, coll_algo_ctx_t *ctx) {
+  memset(ctx, 0, sizeof *ctx);
   ctx->t = w->t[rank];
   ctx->rank = rank;
   ctx->world = w->n;

@@ -196,7 +196,7 @@ static int rank_main(void *p) {
     unsetenv("COLL_TRANSPORT");
   if (j->rank == j->other_host_rank)
     coll__host_id_test_hook =
-        (coll_host_id_test_hook_t){j->rank, "elsewhere/net:1/ipc:1"};
+        (coll_host_id_test_hook_t){j->rank, "elsewhere/net:1/ipc:1", NULL, 0};
   s = coll_comm_init_env(NULL, &c);
   if (s != COLL_OK) {
     fail_out(o, s, "%s", coll_last_error());

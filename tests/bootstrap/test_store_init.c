@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "bootstrap/rendezvous/host_id.h"
 #include "core/error.h"
 #include "test_kv.h"
 #include "test_util.h"
@@ -127,17 +128,22 @@ static void expect_all_ok(const job_t *j) {
 
 /* Four ranks on the loopback interface: the sums are right, and the store
  * holds exactly the four addresses, under "coll/addr/<rank>", on lo, each
- * rank's compatibility record and its outcome, "ok". */
+ * rank's compatibility record, its host identity (this host's, for all)
+ * and its outcome, "ok". */
 static void test_four_ranks(void **state) {
   job_t *j = new_job(4, 30000);
-  char key[32], val[128];
+  char key[32], val[COLL_HOST_ID_MAX], host[COLL_HOST_ID_MAX];
   int r;
   (void)state;
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   run(j);
   expect_all_ok(j);
-  assert_int_equal(test_kv_count(j->kv), 12);
+  assert_int_equal(test_kv_count(j->kv), 16);
+  coll__host_id(host);
   for (r = 0; r < 4; r++) {
+    snprintf(key, sizeof key, "coll/host/%d", r);
+    assert_true(test_kv_peek(j->kv, key, val, sizeof val));
+    assert_string_equal(val, host);
     snprintf(key, sizeof key, "coll/addr/%d", r);
     assert_true(test_kv_peek(j->kv, key, val, sizeof val));
     if (strncmp(val, "127.0.0.1:", 10) != 0) fail_msg("%s = %s", key, val);
@@ -182,7 +188,7 @@ static void test_two_comms_one_store(void **state) {
   test_run_ranks(4, two_comms_rank, jobs, 60000, "two comms, one store");
   expect_all_ok(a);
   expect_all_ok(b);
-  assert_int_equal(test_kv_count(a->kv), 12);
+  assert_int_equal(test_kv_count(a->kv), 16);
   assert_true(test_kv_peek(a->kv, "pg0/coll/addr/1", val, sizeof val));
   assert_true(test_kv_peek(a->kv, "pg1/coll/outcome/1", val, sizeof val));
   assert_true(test_kv_peek(a->kv, "pg1/coll/addr/1", val, sizeof val));

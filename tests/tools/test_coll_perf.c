@@ -4,6 +4,7 @@
  * ("tcp", which also runs the ddp_tcp example). coll-perf checks results
  * against its own reference; these tests read its table and require zero
  * wrong elements in every row. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,8 +30,10 @@
 static char timeout_env[] = "COLL_TIMEOUT_MS=30000";
 static char threshold_env[] = "COLL_RING_THRESHOLD=4096";
 static char segment_env[] = "COLL_SEGMENT_BYTES=4096";
+/* --peer-protocol: a short timed loop per size. */
+static char seconds_env[] = "BENCH_SECONDS=0.02";
 static char *const perf_envs[] = {timeout_env, threshold_env, segment_env,
-                                  NULL};
+                                  seconds_env, NULL};
 
 static const char *const colls[] = {"allreduce", "allgather", "reduce-scatter",
                                     "broadcast", "reduce",    "barrier"};
@@ -204,6 +207,68 @@ static void expect_usage(const char *text, ...) {
   free(err);
 }
 
+/* --peer-protocol prints the peer drivers' table: their header lines, then
+ * one row per size of theirs within -b/-e, whose bandwidths follow from
+ * the size and time as theirs do; no row failed verification. `prefix` is
+ * what coll-run puts before rank 0's lines ("" for threads). */
+static void check_peer_table(const char *out, const char *prefix, int ranks,
+                             const size_t *sizes, int nsizes) {
+  char head[64], line[256];
+  const char *p = out;
+  int rows = 0;
+  snprintf(head, sizeof head, "%s# peer=coll n=%d target_s=0.02\n", prefix,
+           ranks);
+  if (strncmp(out, head, strlen(head)) != 0)
+    fail_msg("expected '%s' first, got:\n%s", head, out);
+  snprintf(line, sizeof line,
+           "\n%s     bytes      time_us algbw_GBps "
+           "busbw_GBps\n",
+           prefix);
+  if (strstr(out, line) == NULL) fail_msg("no column header in:\n%s", out);
+  assert_null(strstr(out, "VERIFY-FAILED"));
+  while ((p = strchr(p, '\n')) != NULL && p[1] != '\0') {
+    unsigned long long bytes;
+    double t, alg, bus;
+    p++;
+    if (strncmp(p, prefix, strlen(prefix)) != 0) continue;
+    if (sscanf(p + strlen(prefix), "%llu %lf %lf %lf", &bytes, &t, &alg,
+               &bus) != 4)
+      continue;
+    if (rows >= nsizes || bytes != sizes[rows])
+      fail_msg("row %d is %llu bytes:\n%s", rows, bytes, out);
+    assert_true(t > 0);
+    /* Printed to 3 decimals: within rounding of bytes / time. */
+    assert_true(fabs(alg - bytes / t / 1e3) <= 0.0005 + 1e-3 * alg);
+    /* Both rounded from the unrounded algbw: up to 0.0005 each, scaled. */
+    assert_true(fabs(bus - alg * 2.0 * (ranks - 1) / ranks) <= 0.0021);
+    rows++;
+  }
+  assert_int_equal(rows, nsizes);
+}
+
+static void test_peer_protocol(void **state) {
+  static const size_t sizes[] = {4096, 65536};
+  char *out = NULL, *err = NULL;
+  (void)state;
+  expect_ok(run_perf(3, 0, &out, &err, "--peer-protocol", "-e", "64K", NULL),
+            out, err);
+  check_peer_table(out, "", 3, sizes, 2);
+  free(out);
+  free(err);
+}
+
+static void test_tcp_peer_protocol(void **state) {
+  static const size_t sizes[] = {65536, 1048576};
+  char *out = NULL, *err = NULL;
+  (void)state;
+  expect_ok(run_perf(2, 1, &out, &err, "--peer-protocol", "-b", "8K", "-e",
+                     "1M", NULL),
+            out, err);
+  check_peer_table(out, "[0] ", 2, sizes, 2);
+  free(out);
+  free(err);
+}
+
 static void test_bad_arguments(void **state) {
   (void)state;
   expect_usage("-d: 'f8'", "-d", "f8", NULL);
@@ -215,6 +280,9 @@ static void test_bad_arguments(void **state) {
   expect_usage("-c: '2'", "-c", "2", NULL);
   expect_usage("larger than -e", "-b", "1M", "-e", "1K", NULL);
   expect_usage("exclude each other", "--csv", "--json", NULL);
+  expect_usage("excludes --csv and --json", "--peer-protocol", "--csv", NULL);
+  expect_usage("larger than -e", "--peer-protocol", "-b", "1M", "-e", "4K",
+               NULL);
   expect_usage("the root must be below", "--threads", "4", "-C", "broadcast",
                "-r", "4", NULL);
   expect_usage("unknown option", "--bogus", NULL);
@@ -305,11 +373,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_env_list),
+      cmocka_unit_test(test_peer_protocol),
   };
   const struct CMUnitTest tcp[] = {
       cmocka_unit_test(test_tcp_allreduce),
       cmocka_unit_test(test_tcp_every_collective),
       cmocka_unit_test(test_ddp_example),
+      cmocka_unit_test(test_tcp_peer_protocol),
   };
   if (argc > 1 && strcmp(argv[1], "tcp") == 0)
     return cmocka_run_group_tests_name("tcp", tcp, NULL, NULL);

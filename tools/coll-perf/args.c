@@ -33,6 +33,11 @@ static const char usage_text[] =
     "      --json            one JSON object instead of the table\n"
     "      --threads N       N ranks as threads (in-process transport)\n"
     "      --env             list the environment variables libcoll reads\n"
+    "      --peer-protocol   the peer drivers' measurement (../shared/bench/\n"
+    "                        peers): in-place f32 SUM allreduce of 4K 64K\n"
+    "                        1M 16M 64M (those within -b/-e if given), timed\n"
+    "                        for BENCH_SECONDS (default 0.5) each, in their\n"
+    "                        table; -n -w -d -o -c -C do not apply\n"
     "  -h, --help            this text\n"
     "\n"
     "algbw = size / time (GB = 1e9 bytes); busbw = algbw * 2(n-1)/n for\n"
@@ -162,7 +167,7 @@ static const char *bad_option(char **argv, char *buf, size_t cap) {
   return argv[optind - 1];
 }
 
-enum { OPT_CSV = 256, OPT_JSON, OPT_THREADS, OPT_ENV };
+enum { OPT_CSV = 256, OPT_JSON, OPT_THREADS, OPT_ENV, OPT_PEER };
 
 static const struct option long_opts[] = {
     {"minbytes", required_argument, NULL, 'b'},
@@ -179,6 +184,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"env", no_argument, NULL, OPT_ENV},
+    {"peer-protocol", no_argument, NULL, OPT_PEER},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -229,6 +235,7 @@ static int parse_one(int c, const char *arg, perf_opts_t *o) {
     case OPT_CSV: o->format = PERF_CSV; return -1;
     case OPT_JSON: o->format = PERF_JSON; return -1;
     case OPT_ENV: o->list_env = 1; return -1;
+    case OPT_PEER: o->peer_protocol = 1; return -1;
     default: return PERF_EXIT_USAGE;
   }
 }
@@ -250,6 +257,7 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o) {
       return PERF_EXIT_USAGE;
     }
     csv |= c == OPT_CSV;
+    o->sizes_given |= (c == 'b' ? 1 : 0) | (c == 'e' ? 2 : 0);
     json |= c == OPT_JSON;
     if ((rc = parse_one(c, optarg, o)) >= 0) return rc;
   }
@@ -261,6 +269,15 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o) {
     fprintf(stderr, "coll-perf: --csv and --json exclude each other\n");
     return PERF_EXIT_USAGE;
   }
+  if (o->peer_protocol && (csv || json)) {
+    fprintf(stderr,
+            "coll-perf: --peer-protocol prints the peers' table; it "
+            "excludes --csv and --json\n");
+    return PERF_EXIT_USAGE;
+  }
+  /* The peers' sizes, limited by what was given. */
+  if (o->peer_protocol && !(o->sizes_given & 1)) o->min_bytes = 1;
+  if (o->peer_protocol && !(o->sizes_given & 2)) o->max_bytes = SIZE_MAX;
   if (o->min_bytes > o->max_bytes) {
     fprintf(stderr, "coll-perf: -b %zu is larger than -e %zu\n", o->min_bytes,
             o->max_bytes);

@@ -34,7 +34,8 @@ static void rank_thread(void *arg) {
   perf_threads_t *t = a->t;
   perf_rank_t pr = {t->o,      t->comms[a->rank], a->rank, t->world,
                     "threads", abort_all,         t};
-  t->rcs[a->rank] = perf_bench(&pr);
+  t->rcs[a->rank] =
+      t->o->peer_protocol ? perf_peer_bench(&pr) : perf_bench(&pr);
 }
 
 static int check_root(const perf_opts_t *o, int world, int print) {
@@ -136,7 +137,7 @@ static int run_env(const perf_opts_t *o) {
   pr.rank = coll_comm_rank(comm);
   pr.world = coll_comm_size(comm);
   rc = check_root(o, pr.world, pr.rank == 0);
-  if (rc == 0) rc = perf_bench(&pr);
+  if (rc == 0) rc = o->peer_protocol ? perf_peer_bench(&pr) : perf_bench(&pr);
   if ((s = coll_comm_destroy(comm)) != COLL_OK) {
     fprintf(stderr, "coll-perf: rank %d: coll_comm_destroy failed: %s: %s\n",
             pr.rank, coll_status_name(s), coll_last_error());

@@ -36,6 +36,8 @@ typedef struct perf_opts {
   perf_format_t format;
   int threads;  /* > 0: that many ranks as threads; 0: coll_comm_init_env */
   int list_env; /* --env: print the variables and exit */
+  int peer_protocol; /* --peer-protocol: the peer drivers' loop (peer.c) */
+  int sizes_given;   /* 1: -b was on the command line; 2: -e; 3: both */
 } perf_opts_t;
 
 /* One variant (out-of-place or in-place) of one size, over all ranks. */
@@ -83,6 +85,10 @@ typedef struct perf_rank {
   void *fail_ctx;
 } perf_rank_t;
 int perf_bench(const perf_rank_t *pr);
+
+/* peer.c: the same rank's benchmark in the peer drivers' protocol and
+ * table (--peer-protocol). Returns 0, or PERF_EXIT_FAILED. */
+int perf_peer_bench(const perf_rank_t *pr);
 
 /* check.c: inputs that are exact in every dtype, and their verification.
  * Element i of rank r's input is a small integer of (r, i). */

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* host_id.c: the host identity ranks compare to learn they can share
- * memory. */
+ * memory (and that the ring orders ranks by), and the numbering of the
+ * distinct hosts of a comm. */
 #include "bootstrap/rendezvous/host_id.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-coll_host_id_test_hook_t coll__host_id_test_hook = {-1, NULL};
+#include "core/error.h"
+
+coll_host_id_test_hook_t coll__host_id_test_hook = {-1, NULL, NULL, 0};
 
 static void read_boot_id(char *out, size_t cap) {
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -33,4 +37,40 @@ void coll__host_id(char out[COLL_HOST_ID_MAX]) {
     snprintf(boot, sizeof boot, "unknown-pid%d", (int)getpid());
   snprintf(out, COLL_HOST_ID_MAX, "%s/net:%llu/ipc:%llu", boot,
            ns_inode("/proc/self/ns/net"), ns_inode("/proc/self/ns/ipc"));
+}
+
+void coll__host_id_of_rank(int rank, char out[COLL_HOST_ID_MAX]) {
+  const coll_host_id_test_hook_t *h = &coll__host_id_test_hook;
+  if (h->rank == rank && h->id != NULL) {
+    snprintf(out, COLL_HOST_ID_MAX, "%s", h->id);
+  } else if (h->ids != NULL && rank >= 0 && rank < h->nids &&
+             h->ids[rank] != NULL) {
+    snprintf(out, COLL_HOST_ID_MAX, "%s", h->ids[rank]);
+  } else {
+    coll__host_id(out);
+  }
+}
+
+int coll__host_table_index(coll_host_table_t *tab, const char *id) {
+  int i;
+  for (i = 0; i < tab->n; i++)
+    if (strncmp(tab->ids[i], id, COLL_HOST_ID_MAX) == 0) return i;
+  if (tab->n == tab->cap) {
+    int cap = tab->cap > 0 ? 2 * tab->cap : 8;
+    void *p = realloc(tab->ids, (size_t)cap * sizeof *tab->ids);
+    if (p == NULL) {
+      coll__err(COLL_ERR_NO_MEMORY, "host table: out of memory");
+      return -1;
+    }
+    tab->ids = p;
+    tab->cap = cap;
+  }
+  snprintf(tab->ids[tab->n], COLL_HOST_ID_MAX, "%s", id);
+  return tab->n++;
+}
+
+void coll__host_table_free(coll_host_table_t *tab) {
+  free(tab->ids);
+  tab->ids = NULL;
+  tab->n = tab->cap = 0;
 }

@@ -23,13 +23,33 @@
  * only makes processes look like different hosts. Any thread. */
 void coll__host_id(char out[COLL_HOST_ID_MAX]);
 
-/* Test hook: when set, the host identity of rank `rank` is `id` instead.
- * Not exported from libcoll.so (tests link the internal library). */
+/* Test hook: when set, the host identity of rank `rank` is `id` instead;
+ * and of any rank r < nids with ids[r] != NULL, ids[r] (ranks as threads of
+ * one process, each on a host of its own choosing). Not exported from
+ * libcoll.so (tests link the internal library). */
 typedef struct coll_host_id_test_hook {
   int rank; /* -1: off */
   const char *id;
+  const char *const *ids; /* NULL: off */
+  int nids;
 } coll_host_id_test_hook_t;
 extern coll_host_id_test_hook_t coll__host_id_test_hook;
+
+/* coll__host_id, or what the test hook says for `rank`. Any thread. */
+void coll__host_id_of_rank(int rank, char out[COLL_HOST_ID_MAX]);
+
+/* The distinct host identities met so far, numbered 0, 1, ... in the order
+ * they were first met: reading every rank's identity in rank order numbers
+ * the hosts by their lowest rank, the same on every rank. */
+typedef struct coll_host_table {
+  char (*ids)[COLL_HOST_ID_MAX];
+  int n, cap;
+} coll_host_table_t;
+
+/* The number of host `id` (added when new), or -1 with COLL_ERR_NO_MEMORY
+ * recorded. One thread per table. */
+int coll__host_table_index(coll_host_table_t *tab, const char *id);
+void coll__host_table_free(coll_host_table_t *tab);
 
 /* transport_choice.c ------------------------------------------------------ */
 
@@ -50,13 +70,15 @@ void coll__transport_host_info(coll_transport_mode_t mode, int rank,
 
 /* Reads every rank's host info (published before it joined, so this waits
  * only on a rank that skipped it, until the absolute deadline): *use_shm is
- * 1 when every rank is on this host and the mode allows it.
+ * 1 when every rank is on this host and the mode allows it; host_of[r]
+ * (world entries) the number of rank r's host (coll_host_table_t).
  * COLL_ERR_INVALID_ARG when ranks disagree on COLL_TRANSPORT, or it says shm
  * and the ranks are on different hosts (naming them). Every rank reaches the
  * same answer. One thread. */
 coll_status_t coll__transport_choose(coll_store_t *st, int world,
                                      coll_transport_mode_t mode,
-                                     int64_t deadline_ms, int *use_shm);
+                                     int64_t deadline_ms, int *use_shm,
+                                     int *host_of);
 
 /* Builds the shared-memory transport, its socket names exchanged through
  * the store ("shm/<rank>"). */

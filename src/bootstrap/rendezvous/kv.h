@@ -18,6 +18,8 @@
 #define COLL_KV_UID_KEY COLL_KV_PREFIX "nccl/unique_id"
 /* Where rank r leaves its TCP address: COLL_KV_ADDR_KEY "<r>". */
 #define COLL_KV_ADDR_KEY COLL_KV_PREFIX "addr/"
+/* Where rank r leaves its host identity: COLL_KV_HOST_KEY "<r>". */
+#define COLL_KV_HOST_KEY COLL_KV_PREFIX "host/"
 #define COLL_KV_KEY_MAX 64
 
 /* COLL_OK for a table that can be called: not NULL, large enough for the

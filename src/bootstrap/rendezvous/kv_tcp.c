@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kv_tcp.c: the TCP transport over a caller's key/value store. The mesh
  * code is the transport's own (coll__tcp_transport_create); this file only
- * adapts the store to its publish/lookup interface. There is no store
+ * adapts the store to its publish/lookup interface, and carries each rank's
+ * host identity (COLL_KV_HOST_KEY "<r>") so the comm can order its ring by
+ * host. There is no store
  * server to stop here, so no closing round either: the keys stay in the
  * caller's store. */
 #include "bootstrap/rendezvous/kv_tcp.h"
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/rendezvous/host_id.h"
 #include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
@@ -17,6 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/tcp/tcp.h"
+#include "transport/transport.h"
 
 typedef struct kv_rdv {
   const coll_store_ops_t *ops;
@@ -82,6 +86,39 @@ static coll_status_t kv_lookup(void *ctx, int rank, char *addr, size_t cap,
   return COLL_OK;
 }
 
+static coll_status_t host_publish(const coll_store_ops_t *ops, int rank) {
+  char key[COLL_KV_KEY_MAX], id[COLL_HOST_ID_MAX];
+  snprintf(key, sizeof key, COLL_KV_HOST_KEY "%d", rank);
+  coll__host_id_of_rank(rank, id);
+  return coll__kv_set(ops, key, id, strlen(id));
+}
+
+/* Every rank published its host before its address, and the mesh is
+ * connected: the keys are there, so the waits are short. */
+static coll_status_t hosts_read(const coll_store_ops_t *ops, int world,
+                                int64_t deadline_ms, coll_transport_t *t) {
+  char key[COLL_KV_KEY_MAX], id[COLL_HOST_ID_MAX];
+  coll_host_table_t tab = {NULL, 0, 0};
+  int *host_of = malloc((size_t)world * sizeof *host_of), r;
+  coll_status_t s = COLL_OK;
+  if (host_of == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "store bootstrap: out of memory");
+  for (r = 0; r < world && s == COLL_OK; r++) {
+    size_t len = 0;
+    int64_t left = coll__remaining_ms(deadline_ms);
+    snprintf(key, sizeof key, COLL_KV_HOST_KEY "%d", r);
+    s = coll__kv_get(ops, key, id, sizeof id - 1, &len, left == 0 ? 1 : left);
+    if (s != COLL_OK) break;
+    id[len < sizeof id ? len : sizeof id - 1] = '\0';
+    host_of[r] = coll__host_table_index(&tab, id);
+    if (host_of[r] < 0) s = COLL_ERR_NO_MEMORY;
+  }
+  if (s == COLL_OK) s = coll__t_set_hosts(t, host_of);
+  coll__host_table_free(&tab);
+  free(host_of);
+  return s;
+}
+
 coll_status_t coll__kv_tcp_local(char out[COLL_ADDR_TEXT_MAX]) {
   return coll__listen_addr_auto(coll__env(COLL_ENV_SOCKET_IFNAME),
                                 coll__env(COLL_ENV_MASTER_ADDR), out);
@@ -96,6 +133,7 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
   int64_t left = coll__remaining_ms(deadline_ms);
   coll_tcp_rdv_t rdv = {&k, kv_publish, kv_lookup};
   coll_tcp_opts_t o;
+  coll_status_t s;
   *out = NULL;
   /* Distinct comms have distinct keys (the caller's prefix), not distinct
    * job ids: the handshake still refuses a peer of another world size. */
@@ -109,5 +147,12 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
                         left == 0 ? 1 : left};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: caller's store, listening on %s", rank,
             world, local);
-  return coll__tcp_transport_create(&o, &rdv, out);
+  COLL_CHECK(host_publish(ops, rank));
+  COLL_CHECK(coll__tcp_transport_create(&o, &rdv, out));
+  s = hosts_read(ops, world, deadline_ms, *out);
+  if (s != COLL_OK) {
+    coll_transport_destroy(*out);
+    *out = NULL;
+  }
+  return s;
 }

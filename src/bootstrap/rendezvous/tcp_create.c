@@ -5,6 +5,7 @@
  * this host (and COLL_TRANSPORT allows it) the ranks build the
  * shared-memory transport instead (transport_choice.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bootstrap/rendezvous/host_id.h"
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/tcp/tcp.h"
+#include "transport/transport.h"
 
 /* The layout before the magic existed: a caller built against it has
  * exactly this size. From the magic on, every config carries it. */
@@ -86,7 +88,7 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   coll_transport_t *t = NULL;
   coll_transport_mode_t mode;
   coll_status_t s;
-  int shm = 0;
+  int shm = 0, *host_of;
   COLL_CHECK(coll__transport_mode(&mode));
   COLL_CHECK(
       coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master, master_ip));
@@ -104,8 +106,11 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
             cfg->rank, cfg->world, master_ip, cfg->master_port, local);
   COLL_CHECK(coll__rdv_open(&rc, &r));
-  s = coll__transport_choose(coll__rdv_store(r), cfg->world, mode,
-                             rc.deadline_ms, &shm);
+  host_of = malloc((size_t)cfg->world * sizeof *host_of);
+  s = host_of != NULL
+          ? coll__transport_choose(coll__rdv_store(r), cfg->world, mode,
+                                   rc.deadline_ms, &shm, host_of)
+          : coll__err(COLL_ERR_NO_MEMORY, "out of memory");
   if (s == COLL_OK && shm) {
     s = coll__transport_shm_create(coll__rdv_store(r), cfg->rank, cfg->world,
                                    job, token, rc.deadline_ms, &t);
@@ -115,6 +120,9 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
     coll__rdv_tcp_adapter(r, &rdv);
     s = coll__tcp_transport_create(&o, &rdv, &t);
   }
+  /* The CPU comm orders its ring by host (algo/topo.h). */
+  if (s == COLL_OK) s = coll__t_set_hosts(t, host_of);
+  free(host_of);
   /* Every rank returns the same: a mesh that failed anywhere fails
    * everywhere (rdv_outcome.c). */
   s = coll__rdv_conclude(r, s);

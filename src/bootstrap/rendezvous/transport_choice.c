@@ -80,18 +80,17 @@ static coll_status_t refuse_hosts(int other, const char *id0,
 void coll__transport_host_info(coll_transport_mode_t mode, int rank,
                                char out[COLL_HOST_INFO_MAX]) {
   char id[COLL_HOST_ID_MAX];
-  coll__host_id(id);
-  if (coll__host_id_test_hook.rank == rank &&
-      coll__host_id_test_hook.id != NULL)
-    snprintf(id, sizeof id, "%s", coll__host_id_test_hook.id);
+  coll__host_id_of_rank(rank, id);
   snprintf(out, COLL_HOST_INFO_MAX, "%d %s", (int)mode, id);
 }
 
 coll_status_t coll__transport_choose(coll_store_t *st, int world,
                                      coll_transport_mode_t mode,
-                                     int64_t deadline_ms, int *use_shm) {
+                                     int64_t deadline_ms, int *use_shm,
+                                     int *host_of) {
   char key[CHOICE_KEY_MAX];
   char *first = NULL, *got = NULL;
+  coll_host_table_t hosts = {NULL, 0, 0};
   int other = -1;
   coll_status_t s = COLL_OK;
   *use_shm = 0;
@@ -116,6 +115,11 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
                     mode_names[m0], r, mode_names[mr]);
       goto out;
     }
+    host_of[r] = coll__host_table_index(&hosts, value_host(v));
+    if (host_of[r] < 0) {
+      s = COLL_ERR_NO_MEMORY;
+      goto out;
+    }
     if (other < 0 && strcmp(value_host(v), value_host(first)) != 0) {
       other = r;
       if (mode == COLL_TRANSPORT_SHM) {
@@ -126,6 +130,7 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
   }
   *use_shm = mode != COLL_TRANSPORT_TCP && other < 0;
 out:
+  coll__host_table_free(&hosts);
   free(first);
   free(got);
   return s;
