@@ -272,6 +272,70 @@ static void bye(fixture_t *f, uint32_t origin, uint16_t cause,
   put(f, p, sizeof p);
 }
 
+/* Payloads at least 16 KiB long are read straight into their receive, and
+ * staging catches only the header behind them. Sizes around that threshold
+ * and around the frame cap, each sent while the one before is still
+ * unread, with small messages between the large ones and a goodbye right
+ * behind the last payload: every byte lands in its own receive. */
+static void send_msg(fixture_t *f, uint32_t tag, const uint8_t *p, size_t n,
+                     size_t cap) {
+  size_t off = 0;
+  do {
+    size_t k = n - off < cap ? n - off : cap;
+    frame(f, off == 0 ? COLL_TCP_K_DATA : COLL_TCP_K_CONT,
+          off + k < n ? COLL_TCP_F_MORE : 0, 1, tag, k);
+    put(f, p + off, k);
+    off += k;
+  } while (off < n);
+}
+
+static void test_direct_reads_around_boundaries(void **state) {
+  static const size_t sizes[] = {16383, 16384, 16385, 1,     20000,
+                                 20001, 7,     40000, 39999, 40001,
+                                 3,     16408, 50000, 16360, 24};
+  enum { N = sizeof sizes / sizeof sizes[0] };
+  const size_t cap = 20000;
+  fixture_t *f = *state;
+  uint8_t *pay[N], *out[N];
+  tcp_req_t r[N];
+  char why[TCP_WHY_MAX];
+  size_t i;
+  f->t.x.frame_cap = cap;
+  for (i = 0; i < N; i++) {
+    pay[i] = malloc(sizes[i]);
+    out[i] = malloc(sizes[i] + 1);
+    assert_non_null(pay[i]);
+    assert_non_null(out[i]);
+    tt_fill(pay[i], sizes[i], 1, 0, (int)i + 20);
+    memset(out[i], 0xEE, sizes[i] + 1);
+    recv_req(f, &r[i], (uint32_t)i + 100, out[i], sizes[i] + 1);
+    post(f, &r[i]);
+  }
+  send_msg(f, 100, pay[0], sizes[0], cap);
+  for (i = 0; i < N; i++) {
+    tcp_ev_t ev = TCP_EV_NONE;
+    int spins = 0;
+    if (i + 1 < N)
+      send_msg(f, (uint32_t)i + 101, pay[i + 1], sizes[i + 1], cap);
+    else
+      bye(f, 1, COLL_CAUSE_DESTROYED, 0);
+    /* Everything sent is in the socket: a few calls read it all. */
+    while (!atomic_load(&r[i].done) && ev == TCP_EV_NONE && spins++ < 100)
+      ev = progress(f, why);
+    assert_int_equal(ev, i + 1 < N ? TCP_EV_NONE : TCP_EV_GOODBYE);
+    assert_int_equal(atomic_load(&r[i].done), 1);
+    assert_int_equal(r[i].status, COLL_OK);
+    assert_int_equal(r[i].got, sizes[i]);
+    assert_memory_equal(out[i], pay[i], sizes[i]);
+    assert_int_equal(out[i][sizes[i]], 0xEE);
+  }
+  assert_int_equal(f->c->rstate, RS_CLOSED);
+  for (i = 0; i < N; i++) {
+    free(pay[i]);
+    free(out[i]);
+  }
+}
+
 static void test_goodbye_and_eof(void **state) {
   fixture_t *f = *state, *g;
   char why[TCP_WHY_MAX];
@@ -352,6 +416,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_held_back_then_in_order, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_multiframe, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_direct_reads_around_boundaries,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_frames, setup, teardown),
       cmocka_unit_test_setup_teardown(test_goodbye_and_eof, setup, teardown),
       cmocka_unit_test_setup_teardown(test_goodbye_mid_message_names_origin,
