@@ -336,6 +336,49 @@ static void test_direct_reads_around_boundaries(void **state) {
   }
 }
 
+/* A direct read stages only the header behind its payload: here the next
+ * message is too big to keep early and its receive is not posted, so its
+ * payload waits in the kernel (not in staging) and then lands in place. */
+static void test_direct_read_stages_only_next_header(void **state) {
+  fixture_t *f = *state;
+  size_t a = 100000, b = 300 * 1024, off;
+  uint8_t *pa = malloc(a), *pb = malloc(b), *oa = malloc(a), *ob = malloc(b);
+  tcp_req_t ra, rb;
+  char why[TCP_WHY_MAX];
+  assert_true(pa != NULL && pb != NULL && oa != NULL && ob != NULL);
+  f->t.x.frame_cap = b;
+  tt_fill(pa, a, 1, 0, 40);
+  tt_fill(pb, b, 1, 0, 41);
+  recv_req(f, &ra, 1, oa, a);
+  post(f, &ra);
+  frame(f, COLL_TCP_K_DATA, 0, 1, 1, a);
+  put(f, pa, 70000); /* staged, then read directly up to what is there */
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&ra.done), 0);
+  put(f, pa + 70000, a - 70000);
+  frame(f, COLL_TCP_K_DATA, 0, 1, 2, b);
+  put(f, pb, 64 * 1024);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&ra.done), 1);
+  assert_memory_equal(oa, pa, a);
+  assert_int_equal(f->c->rpaused, 1);
+  assert_int_equal(f->c->rend - f->c->rpos, COLL_TCP_FRAME_BYTES);
+  recv_req(f, &rb, 2, ob, b);
+  post(f, &rb);
+  for (off = 64 * 1024; off < b; off += 64 * 1024) {
+    assert_int_equal(progress(f, why), TCP_EV_NONE);
+    put(f, pb + off, b - off < 64 * 1024 ? b - off : 64 * 1024);
+  }
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&rb.done), 1);
+  assert_int_equal(rb.got, b);
+  assert_memory_equal(ob, pb, b);
+  free(pa);
+  free(pb);
+  free(oa);
+  free(ob);
+}
+
 static void test_goodbye_and_eof(void **state) {
   fixture_t *f = *state, *g;
   char why[TCP_WHY_MAX];
@@ -417,6 +460,8 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_multiframe, setup, teardown),
       cmocka_unit_test_setup_teardown(test_direct_reads_around_boundaries,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_direct_read_stages_only_next_header,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_frames, setup, teardown),
       cmocka_unit_test_setup_teardown(test_goodbye_and_eof, setup, teardown),

@@ -380,7 +380,7 @@ static void consume_staged(tcp_conn_t *c) {
  * catches only the next frame's header (and a goodbye's payload, which
  * staged_need reads on): a bulk frame follows a bulk frame in a pipelined
  * ring, and its payload then lands directly too. A full staging tail drew
- * up to 64 KiB of every 1 MiB segment through a second copy (about 3 % of
+ * up to 64 KiB of every 1 MiB segment through a second copy (about 2.5 % of
  * a rank's CPU in `perf record` of a 2-rank 64 MiB allreduce); small frames
  * after a large one cost one more recv() instead. Returns bytes read, 0 at
  * EOF, -errno. */
