@@ -272,6 +272,113 @@ static void bye(fixture_t *f, uint32_t origin, uint16_t cause,
   put(f, p, sizeof p);
 }
 
+/* Payloads at least 16 KiB long are read straight into their receive, and
+ * staging catches only the header behind them. Sizes around that threshold
+ * and around the frame cap, each sent while the one before is still
+ * unread, with small messages between the large ones and a goodbye right
+ * behind the last payload: every byte lands in its own receive. */
+static void send_msg(fixture_t *f, uint32_t tag, const uint8_t *p, size_t n,
+                     size_t cap) {
+  size_t off = 0;
+  do {
+    size_t k = n - off < cap ? n - off : cap;
+    frame(f, off == 0 ? COLL_TCP_K_DATA : COLL_TCP_K_CONT,
+          off + k < n ? COLL_TCP_F_MORE : 0, 1, tag, k);
+    put(f, p + off, k);
+    off += k;
+  } while (off < n);
+}
+
+static void test_direct_reads_around_boundaries(void **state) {
+  static const size_t sizes[] = {16383, 16384, 16385, 1,     20000,
+                                 20001, 7,     40000, 39999, 40001,
+                                 3,     16408, 50000, 16360, 24};
+  enum { N = sizeof sizes / sizeof sizes[0] };
+  const size_t cap = 20000;
+  fixture_t *f = *state;
+  uint8_t *pay[N], *out[N];
+  tcp_req_t r[N];
+  char why[TCP_WHY_MAX];
+  size_t i;
+  f->t.x.frame_cap = cap;
+  for (i = 0; i < N; i++) {
+    pay[i] = malloc(sizes[i]);
+    out[i] = malloc(sizes[i] + 1);
+    assert_non_null(pay[i]);
+    assert_non_null(out[i]);
+    tt_fill(pay[i], sizes[i], 1, 0, (int)i + 20);
+    memset(out[i], 0xEE, sizes[i] + 1);
+    recv_req(f, &r[i], (uint32_t)i + 100, out[i], sizes[i] + 1);
+    post(f, &r[i]);
+  }
+  send_msg(f, 100, pay[0], sizes[0], cap);
+  for (i = 0; i < N; i++) {
+    tcp_ev_t ev = TCP_EV_NONE;
+    int spins = 0;
+    if (i + 1 < N)
+      send_msg(f, (uint32_t)i + 101, pay[i + 1], sizes[i + 1], cap);
+    else
+      bye(f, 1, COLL_CAUSE_DESTROYED, 0);
+    /* Everything sent is in the socket: a few calls read it all. */
+    while (!atomic_load(&r[i].done) && ev == TCP_EV_NONE && spins++ < 100)
+      ev = progress(f, why);
+    assert_int_equal(ev, i + 1 < N ? TCP_EV_NONE : TCP_EV_GOODBYE);
+    assert_int_equal(atomic_load(&r[i].done), 1);
+    assert_int_equal(r[i].status, COLL_OK);
+    assert_int_equal(r[i].got, sizes[i]);
+    assert_memory_equal(out[i], pay[i], sizes[i]);
+    assert_int_equal(out[i][sizes[i]], 0xEE);
+  }
+  assert_int_equal(f->c->rstate, RS_CLOSED);
+  for (i = 0; i < N; i++) {
+    free(pay[i]);
+    free(out[i]);
+  }
+}
+
+/* A direct read stages only the header behind its payload: here the next
+ * message is too big to keep early and its receive is not posted, so its
+ * payload waits in the kernel (not in staging) and then lands in place. */
+static void test_direct_read_stages_only_next_header(void **state) {
+  fixture_t *f = *state;
+  size_t a = 100000, b = 300 * 1024, off;
+  uint8_t *pa = malloc(a), *pb = malloc(b), *oa = malloc(a), *ob = malloc(b);
+  tcp_req_t ra, rb;
+  char why[TCP_WHY_MAX];
+  assert_true(pa != NULL && pb != NULL && oa != NULL && ob != NULL);
+  f->t.x.frame_cap = b;
+  tt_fill(pa, a, 1, 0, 40);
+  tt_fill(pb, b, 1, 0, 41);
+  recv_req(f, &ra, 1, oa, a);
+  post(f, &ra);
+  frame(f, COLL_TCP_K_DATA, 0, 1, 1, a);
+  put(f, pa, 70000); /* staged, then read directly up to what is there */
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&ra.done), 0);
+  put(f, pa + 70000, a - 70000);
+  frame(f, COLL_TCP_K_DATA, 0, 1, 2, b);
+  put(f, pb, 64 * 1024);
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&ra.done), 1);
+  assert_memory_equal(oa, pa, a);
+  assert_int_equal(f->c->rpaused, 1);
+  assert_int_equal(f->c->rend - f->c->rpos, COLL_TCP_FRAME_BYTES);
+  recv_req(f, &rb, 2, ob, b);
+  post(f, &rb);
+  for (off = 64 * 1024; off < b; off += 64 * 1024) {
+    assert_int_equal(progress(f, why), TCP_EV_NONE);
+    put(f, pb + off, b - off < 64 * 1024 ? b - off : 64 * 1024);
+  }
+  assert_int_equal(progress(f, why), TCP_EV_NONE);
+  assert_int_equal(atomic_load(&rb.done), 1);
+  assert_int_equal(rb.got, b);
+  assert_memory_equal(ob, pb, b);
+  free(pa);
+  free(pb);
+  free(oa);
+  free(ob);
+}
+
 static void test_goodbye_and_eof(void **state) {
   fixture_t *f = *state, *g;
   char why[TCP_WHY_MAX];
@@ -352,6 +459,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_held_back_then_in_order, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_multiframe, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_direct_reads_around_boundaries,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_direct_read_stages_only_next_header,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_malformed_frames, setup, teardown),
       cmocka_unit_test_setup_teardown(test_goodbye_and_eof, setup, teardown),
       cmocka_unit_test_setup_teardown(test_goodbye_mid_message_names_origin,
