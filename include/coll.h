@@ -664,7 +664,8 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
  * transport), ABORTED (this rank's comm was aborted: it left), PEER_LOST (the
  * survivors left this rank out), TIMEOUT (a rank that is neither lost nor
  * shrinking), UNSUPPORTED and BACKEND (NCCL comms), and the statuses of
- * coll_comm_create. Blocks until the survivors' new comm is connected. One thread per comm, on every survivor. */
+ * coll_comm_create. Blocks until the survivors' new comm is connected. One
+ * thread per comm, on every survivor. */
 COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm,
                                         const coll_comm_config_t *cfg,
                                         coll_comm_t **newcomm);
