@@ -3,8 +3,9 @@
  * collective timed out queues a QUERY frame to every peer and sends one
  * urgent byte (MSG_OOB) beside it: a peer's loop thread normally reads a
  * connection only while a receive is posted on it, and the urgent byte
- * (kept out of the stream) wakes it to read on until the query, even when
- * the peer is in user code or blocked on another connection. The loop
+ * (kept out of the stream) raises SIGURG there (tcp_loop.c), which wakes
+ * it to read on until the query, even when the peer is in user code or
+ * blocked on another connection. The loop
  * thread answers with a POSITION frame read from the comm's position; the
  * asking rank's loop thread reads every connection meanwhile. The report
  * that follows travels as a REPORT frame just before the goodbye. */
@@ -98,13 +99,12 @@ void coll__tcp_answer_queries(tcp_transport_t *t) {
       answer(&t->conns[i]);
 }
 
-void coll__tcp_on_urgent(tcp_conn_t *c) {
+int coll__tcp_take_urgent(tcp_conn_t *c) {
   char b;
-  /* Taken whatever it says; a failure (it was taken already) changes
-   * nothing: the query is read from the stream either way. */
-  ssize_t n = recv(c->fd, &b, 1, MSG_OOB | MSG_DONTWAIT);
-  (void)n;
+  /* Taken whatever it says; EINVAL: none is pending on this connection. */
+  if (recv(c->fd, &b, 1, MSG_OOB | MSG_DONTWAIT) != 1) return 0;
   atomic_store(&c->drain, 1);
+  return 1;
 }
 
 void coll__tcp_report_keep(tcp_transport_t *t, const char *report, size_t n) {

@@ -232,8 +232,9 @@ struct tcp_transport {
   uv_loop_t loop;
   uv_async_t async;
   uv_timer_t hb_timer; /* heartbeats: sent on idle links, silence judged */
+  uv_signal_t urg;     /* SIGURG: a peer's desync query (tcp_desync.c) */
   uv_thread_t thread;
-  int loop_init, async_init, hb_init, thread_started, req_mu_init;
+  int loop_init, async_init, hb_init, urg_init, thread_started, req_mu_init;
 
   tcp_elastic_t *el; /* what a shrink needs; NULL unless COLL_ELASTIC=1 */
 };
@@ -315,8 +316,9 @@ void coll__tcp_report_keep(tcp_transport_t *t, const char *report, size_t n);
 int coll__tcp_sq_has_user_sends(const tcp_conn_t *c);
 /* Loop thread: answers the queries read on every connection. */
 void coll__tcp_answer_queries(tcp_transport_t *t);
-/* Loop thread: an urgent byte is pending on c: takes it and reads on. */
-void coll__tcp_on_urgent(tcp_conn_t *c);
+/* Loop thread: takes the urgent byte pending on c, if any, and then reads
+ * on to the query (1); 0 when none was pending. */
+int coll__tcp_take_urgent(tcp_conn_t *c);
 /* The desync hooks (transport.h). */
 void coll__tcp_ask(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
                    unsigned char *answered);
