@@ -305,6 +305,12 @@ static void test_unset_is_shm(void **state) {
   j.mode = "tcp";
   run_job(&j, out, st);
   expect_all_ok(&j, out, st, "tcp");
+  /* Unset with COLL_ELASTIC=1 is TCP: only TCP comms can shrink. */
+  j.mode = NULL;
+  setenv("COLL_ELASTIC", "1", 1);
+  run_job(&j, out, st);
+  unsetenv("COLL_ELASTIC");
+  expect_all_ok(&j, out, st, "tcp");
   munmap(out, sizeof *out * MAX_RANKS);
 }
 
