@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/clock.h"
@@ -47,6 +48,18 @@ coll_status_t coll__nccl_watch_step(const coll_nccl_watch_t *w, int *busy,
                      what);
   *busy = 1;
   return COLL_OK;
+}
+
+coll_status_t coll__nccl_wait_new_comm(const coll_nccl_table_t *t,
+                                       ncclComm_t nc, const atomic_int *aborted,
+                                       int64_t deadline_ms, const char *what) {
+  coll_nccl_watch_t w;
+  memset(&w, 0, sizeof w);
+  w.t = t;
+  w.nc = nc;
+  w.aborted = aborted;
+  w.deadline_ms = deadline_ms;
+  return coll__nccl_watch_wait(&w, what);
 }
 
 coll_status_t coll__nccl_watch_wait(const coll_nccl_watch_t *w,

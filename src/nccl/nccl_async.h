@@ -31,6 +31,11 @@ coll_status_t coll__nccl_watch_step(const coll_nccl_watch_t *w, int *busy,
  * an abort is seen within a millisecond. */
 coll_status_t coll__nccl_watch_wait(const coll_nccl_watch_t *w,
                                     const char *what);
+/* coll__nccl_watch_wait for a comm NCCL is still making (an init, a
+ * shrink): no other thread can see it yet, so nothing fences it. */
+coll_status_t coll__nccl_wait_new_comm(const coll_nccl_table_t *t,
+                                       ncclComm_t nc, const atomic_int *aborted,
+                                       int64_t deadline_ms, const char *what);
 /* The wait loop's pause: spin briefly, then sleep up to 200 us. */
 void coll__nccl_backoff(unsigned *n);
 

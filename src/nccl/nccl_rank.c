@@ -56,7 +56,6 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
                                    coll_comm_t **out) {
   const coll_nccl_table_t *t;
   coll_abort_handle_t *h = coll__config_abort_handle(cfg);
-  coll_nccl_watch_t watch;
   ncclConfig_t config;
   ncclUniqueId nid;
   ncclComm_t nc = NULL;
@@ -97,12 +96,9 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     s = coll__nccl_result(t, r, nc, "ncclCommInitRankConfig");
     goto fail;
   }
-  memset(&watch, 0, sizeof watch);
-  watch.t = t;
-  watch.nc = nc;
-  watch.aborted = h != NULL ? &h->aborted : NULL;
-  watch.deadline_ms = coll__deadline(timeout);
-  s = coll__nccl_watch_wait(&watch, "ncclCommInitRankConfig");
+  s = coll__nccl_wait_new_comm(t, nc, h != NULL ? &h->aborted : NULL,
+                               coll__deadline(timeout),
+                               "ncclCommInitRankConfig");
   if (s == COLL_ERR_TIMEOUT)
     s = coll__err(COLL_ERR_TIMEOUT,
                   "rank %d of %d on CUDA device %d: NCCL's init did not finish "

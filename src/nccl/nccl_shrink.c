@@ -100,7 +100,6 @@ coll_status_t coll__nccl_shrink_exclude(coll_comm_t *c, const int *exclude,
   coll_nccl_be_t *be = c->be;
   const coll_nccl_table_t *t = be->t;
   coll_abort_handle_t *h = coll__config_abort_handle(cfg);
-  coll_nccl_watch_t watch;
   ncclComm_t newnc = NULL;
   int *list = NULL, flag = NCCL_SHRINK_DEFAULT, rank = c->rank, i;
   int saved = COLL_NO_DEVICE;
@@ -145,12 +144,9 @@ coll_status_t coll__nccl_shrink_exclude(coll_comm_t *c, const int *exclude,
       c->rank, c->world - n,
       flag == NCCL_SHRINK_ABORT ? "NCCL_SHRINK_ABORT" : "NCCL_SHRINK_DEFAULT");
   timeout = coll__config_timeout_ms(cfg);
-  memset(&watch, 0, sizeof watch);
-  watch.t = t;
-  watch.nc = newnc;
-  watch.aborted = h != NULL ? &h->aborted : NULL;
-  watch.deadline_ms = coll__deadline(timeout);
-  s = coll__nccl_watch_wait(&watch, "comm_shrink: ncclCommShrink");
+  s = coll__nccl_wait_new_comm(t, newnc, h != NULL ? &h->aborted : NULL,
+                               coll__deadline(timeout),
+                               "comm_shrink: ncclCommShrink");
   if (s == COLL_ERR_TIMEOUT)
     s = coll__err(COLL_ERR_TIMEOUT,
                   "comm_shrink: comm '%s' rank %d: NCCL's shrink did not "
