@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -327,4 +328,45 @@ int tt_failed(tt_job_t *job, int rank, const char *what, coll_status_t s) {
           coll_last_error());
   tt_note(job, rank, s, coll_last_error());
   return 1;
+}
+
+tt_rx_fixture_t *tt_rx_fixture_new(size_t frame_cap) {
+  tt_rx_fixture_t *f = calloc(1, sizeof *f);
+  int sv[2], i;
+  if (f == NULL) return NULL;
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+    free(f);
+    return NULL;
+  }
+  f->t.rank = 0;
+  f->t.world = 2;
+  coll__tcp_xopts_default(&f->t.x);
+  f->t.x.frame_cap = frame_cap;
+  f->t.conns = f->conns;
+  f->t.wake_fd = -1;
+  atomic_init(&f->t.wait_peer, -1);
+  for (i = 0; i < 2; i++) {
+    f->conns[i].t = &f->t;
+    f->conns[i].peer = i;
+    f->conns[i].fd = -1;
+    uv_mutex_init(&f->conns[i].rmu);
+    uv_mutex_init(&f->conns[i].smu);
+  }
+  f->c = &f->conns[1];
+  f->c->fd = sv[0];
+  fcntl(sv[0], F_SETFL, O_NONBLOCK);
+  f->peer = sv[1];
+  return f;
+}
+
+void tt_rx_fixture_free(tt_rx_fixture_t *f) {
+  int i;
+  for (i = 0; i < 2; i++) {
+    coll__tcp_rx_free(&f->conns[i]);
+    uv_mutex_destroy(&f->conns[i].rmu);
+    uv_mutex_destroy(&f->conns[i].smu);
+  }
+  close(f->c->fd);
+  if (f->peer >= 0) close(f->peer);
+  free(f);
 }

@@ -104,4 +104,19 @@ void tt_sleep_ms(int64_t ms);
 /* 1 when this host can listen on ::1. */
 int tt_have_ipv6(void);
 
+/* Rank 0's endpoint of a 2-rank transport with no loop thread, whose
+ * connection to rank 1 (`c`, nonblocking) is one end of a socketpair; the
+ * test writes rank 1's bytes into `peer`, the other end. For the frame
+ * parser's tests. */
+typedef struct tt_rx_fixture {
+  tcp_transport_t t;
+  tcp_conn_t conns[2];
+  tcp_conn_t *c;
+  int peer; /* -1 once a test closed it */
+} tt_rx_fixture_t;
+/* A fixture accepting frames of up to frame_cap payload bytes; NULL when
+ * the socketpair or memory fails. */
+tt_rx_fixture_t *tt_rx_fixture_new(size_t frame_cap);
+void tt_rx_fixture_free(tt_rx_fixture_t *f);
+
 #endif

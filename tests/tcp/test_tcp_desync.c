@@ -120,50 +120,18 @@ static void test_stopped(void **state) {
 
 /* A transport of two ranks whose connection to rank 1 is a socketpair, as
  * in test_tcp_rx.c. */
-typedef struct fixture {
-  tcp_transport_t t;
-  tcp_conn_t conns[2];
-  tcp_conn_t *c;
-  int peer;
-} fixture_t;
+typedef tt_rx_fixture_t fixture_t;
 
 static int setup(void **state) {
-  fixture_t *f = calloc(1, sizeof *f);
-  int sv[2], i;
-  if (f == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
-  f->t.rank = 0;
-  f->t.world = 2;
-  coll__tcp_xopts_default(&f->t.x);
-  f->t.x.frame_cap = 16; /* control frames have bounds of their own */
-  f->t.conns = f->conns;
-  f->t.wake_fd = -1;
-  atomic_init(&f->t.wait_peer, -1);
-  for (i = 0; i < 2; i++) {
-    f->conns[i].t = &f->t;
-    f->conns[i].peer = i;
-    f->conns[i].fd = -1;
-    uv_mutex_init(&f->conns[i].rmu);
-    uv_mutex_init(&f->conns[i].smu);
-  }
-  f->c = &f->conns[1];
-  f->c->fd = sv[0];
-  fcntl(sv[0], F_SETFL, O_NONBLOCK);
-  f->peer = sv[1];
+  fixture_t *f =
+      tt_rx_fixture_new(16); /* control frames have bounds of their own */
+  if (f == NULL) return -1;
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
-  fixture_t *f = *state;
-  int i;
-  for (i = 0; i < 2; i++) {
-    coll__tcp_rx_free(&f->conns[i]);
-    uv_mutex_destroy(&f->conns[i].rmu);
-    uv_mutex_destroy(&f->conns[i].smu);
-  }
-  close(f->c->fd);
-  close(f->peer);
-  free(f);
+  tt_rx_fixture_free(*state);
   return 0;
 }
 

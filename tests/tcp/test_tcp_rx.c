@@ -20,50 +20,17 @@
 
 /* A transport of two ranks whose connection to rank 1 is a socketpair; the
  * test writes rank 1's bytes into `peer`. */
-typedef struct fixture {
-  tcp_transport_t t;
-  tcp_conn_t conns[2];
-  tcp_conn_t *c;
-  int peer;
-} fixture_t;
+typedef tt_rx_fixture_t fixture_t;
 
 static int setup(void **state) {
-  fixture_t *f = calloc(1, sizeof *f);
-  int sv[2], i;
-  if (f == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
-  f->t.rank = 0;
-  f->t.world = 2;
-  coll__tcp_xopts_default(&f->t.x);
-  f->t.x.frame_cap = 1000;
-  f->t.conns = f->conns;
-  f->t.wake_fd = -1;
-  atomic_init(&f->t.wait_peer, -1);
-  for (i = 0; i < 2; i++) {
-    f->conns[i].t = &f->t;
-    f->conns[i].peer = i;
-    f->conns[i].fd = -1;
-    uv_mutex_init(&f->conns[i].rmu);
-    uv_mutex_init(&f->conns[i].smu);
-  }
-  f->c = &f->conns[1];
-  f->c->fd = sv[0];
-  fcntl(sv[0], F_SETFL, O_NONBLOCK);
-  f->peer = sv[1];
+  fixture_t *f = tt_rx_fixture_new(1000);
+  if (f == NULL) return -1;
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
-  fixture_t *f = *state;
-  int i;
-  for (i = 0; i < 2; i++) {
-    coll__tcp_rx_free(&f->conns[i]);
-    uv_mutex_destroy(&f->conns[i].rmu);
-    uv_mutex_destroy(&f->conns[i].smu);
-  }
-  close(f->c->fd);
-  if (f->peer >= 0) close(f->peer);
-  free(f);
+  tt_rx_fixture_free(*state);
   return 0;
 }
 
@@ -235,7 +202,8 @@ static void expect_proto(uint8_t kind, uint8_t flags, uint32_t src,
                          uint64_t len, int first_data, const char *needle) {
   fixture_t *f;
   char why[TCP_WHY_MAX] = "";
-  assert_int_equal(setup((void **)&f), 0);
+  f = tt_rx_fixture_new(1000);
+  assert_non_null(f);
   if (first_data) frame(f, COLL_TCP_K_DATA, COLL_TCP_F_MORE, 1, 4, 0);
   frame(f, kind, flags, src, 4, len);
   assert_int_equal(progress(f, why), TCP_EV_PROTO);
@@ -395,7 +363,8 @@ static void test_goodbye_and_eof(void **state) {
   assert_int_equal(f->c->bye.rank, 1);
   assert_int_equal(f->c->bye.cause, COLL_CAUSE_DESTROYED);
   assert_int_equal(progress(f, why), TCP_EV_NONE); /* read no more */
-  assert_int_equal(setup((void **)&g), 0);
+  g = tt_rx_fixture_new(1000);
+  assert_non_null(g);
   frame(g, COLL_TCP_K_DATA, 0, 1, 4, 100);
   put(g, "abc", 3);
   close(g->peer);
@@ -441,7 +410,8 @@ static void test_goodbye_malformed(void **state) {
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     fixture_t *f;
     char why[TCP_WHY_MAX] = "";
-    assert_int_equal(setup((void **)&f), 0);
+    f = tt_rx_fixture_new(1000);
+    assert_non_null(f);
     bye(f, bad[i].origin, bad[i].cause, bad[i].detail);
     assert_int_equal(progress(f, why), TCP_EV_PROTO);
     assert_non_null(strstr(why, bad[i].needle));
