@@ -190,6 +190,66 @@ static void test_sigstop_times_out(void **state) {
   tt_job_fini(&job);
 }
 
+/* ---- a stopped rank found by heartbeat, after early messages -------------
+ */
+
+/* Rank 1 sends three small messages and stops itself. Rank 0 receives the
+ * third, which reads the first two in as early messages; then two receives
+ * posted at once (the second on a request never used before) match them
+ * and complete on the spot; then a receive that nothing will complete must
+ * end with rank 1 unresponsive, found by heartbeat. A request that was
+ * never counted as pending must not be uncounted when it completes: the
+ * count would drop to zero under the last receive, and rank 0 would wait
+ * for the 5 s timeout instead. (Under ASan and with MALLOC_PERTURB_, a
+ * fresh request starts with garbage, as it may in any build.) */
+static int rank_early_then_stop(tt_job_t *job, int rank, int world, void *arg) {
+  coll_transport_t *t;
+  coll_treq_t a, b;
+  char buf[8] = "early";
+  uint32_t tag;
+  (void)arg;
+  TRY(tt_create(job, rank, world, &t), "create");
+  if (rank == 1) {
+    for (tag = 1; tag <= 3; tag++)
+      TRY(coll__t_send(t, 0, tag, buf, sizeof buf, coll__deadline(10000)),
+          "send");
+    raise(SIGSTOP); /* the parent kills it once rank 0 is done */
+  } else {
+    TRY(coll__t_irecv(t, 1, 3, buf, sizeof buf, &a), "irecv 3");
+    TRY(coll__t_wait(t, a, coll__deadline(10000), NULL), "wait 3");
+    TRY(coll__t_irecv(t, 1, 1, buf, sizeof buf, &a), "irecv 1");
+    TRY(coll__t_irecv(t, 1, 2, buf, sizeof buf, &b), "irecv 2");
+    TRY(coll__t_wait(t, a, coll__deadline(10000), NULL), "wait 1");
+    TRY(coll__t_wait(t, b, coll__deadline(10000), NULL), "wait 2");
+    TRY(coll__t_irecv(t, 1, 4, buf, sizeof buf, &a), "irecv 4");
+    if (wait_note(job, rank, t, a, 5000) == COLL_ERR_TIMEOUT) reap(t, a);
+  }
+  coll_transport_destroy(t);
+  return 0;
+}
+
+static void test_heartbeat_after_early_messages(void **state) {
+  tt_job_t job;
+  pid_t pids[2];
+  int codes[2];
+  char msg[256];
+  (void)state;
+  assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
+  setenv("COLL_HEARTBEAT_TIMEOUT_MS", "300", 1);
+  tt_spawn(&job, 2, rank_early_then_stop, NULL, pids);
+  unsetenv("COLL_HEARTBEAT_TIMEOUT_MS");
+  if (tt_wait(pids, 1, 20000, codes, msg, sizeof msg) < 0) {
+    kill(pids[1], SIGKILL);
+    fail_msg("early then stop: %s", msg);
+  }
+  kill(pids[1], SIGCONT);
+  kill(pids[1], SIGKILL);
+  tt_wait(pids + 1, 1, 10000, codes + 1, msg, sizeof msg);
+  assert_int_equal(codes[0], 0);
+  expect_note(&job, 0, COLL_ERR_PEER_LOST, "rank 1 unresponsive");
+  tt_job_fini(&job);
+}
+
 /* ---- abort from another thread --------------------------------------------
  */
 
@@ -340,6 +400,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kill9_mid_transfer),
       cmocka_unit_test(test_sigstop_times_out),
+      cmocka_unit_test(test_heartbeat_after_early_messages),
       cmocka_unit_test(test_abort_wakes_wait),
       cmocka_unit_test(test_goodbye_fails_only_that_peer),
       cmocka_unit_test(test_wrong_token_refused),

@@ -31,6 +31,10 @@ static tcp_req_t *req_alloc(tcp_transport_t *t) {
   if (r == NULL && (r = malloc(sizeof *r)) == NULL) return NULL;
   r->next = NULL;
   r->got = 0;
+  /* A receive that an early message completes at once is never counted:
+   * a fresh request's garbage here would uncount another, and a peer's
+   * silence on a pending receive would go unjudged (heartbeats). */
+  r->counted = 0;
   r->status = COLL_OK;
   r->errtext = NULL;
   atomic_init(&r->done, 0);
