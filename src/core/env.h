@@ -61,6 +61,9 @@
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                      \
     "bytes from which auto picks the ring (or two-level) over recursive "       \
     "doubling")                                                                 \
+  X(LINK_PROBE, "COLL_LINK_PROBE",                                              \
+    "ring threshold from the links measured at comm creation: auto (default: "  \
+    "on comms that span hosts), 1 (always), 0 (never)")                         \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
     "pipeline segment of the CPU ring, bytes (1 MiB; 256 KiB in-process)")      \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                      \

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "algo/algo.h"
+#include "algo/link_probe.h"
 #include "algo/topo.h"
 #include "core/comm.h"
 
@@ -65,6 +66,7 @@ typedef struct coll_cpu {
   size_t ring_threshold;
   size_t seg_bytes;
   int check_mismatch;
+  coll_link_est_t link; /* what the link probe measured; zero: no probe */
 } coll_cpu_t;
 
 /* cpu_util.c ------------------------------------------------------------- */

@@ -23,7 +23,8 @@
  * winner changed from one sitting to the next, by up to 2x either way,
  * so the threshold stays at 256 KiB. 3 and 4 ranks: recursive doubling
  * ahead up to 256 KiB, the ring from 512 KiB (one sitting). Between
- * threads the ring is as fast as recursive doubling from 256 KiB. */
+ * threads the ring is as fast as recursive doubling from 256 KiB. A comm
+ * that spans hosts measures its links instead (algo/link_probe.c). */
 #define DEFAULT_RING_THRESHOLD (256u * 1024u)
 
 static void cpu_abort(coll_comm_t *c) {
@@ -114,11 +115,27 @@ static int env_algo(void) {
   return -1;
 }
 
+/* COLL_LINK_PROBE: 0 never, 1 whenever the ring threshold is the
+ * library's to choose, -1 (unset or auto) only on a comm that spans hosts;
+ * -2 for a value that names none. */
+static int env_link_probe(void) {
+  const char *v = coll__env(COLL_ENV_LINK_PROBE);
+  if (v == NULL || strcasecmp(v, "auto") == 0) return -1;
+  if (strcmp(v, "0") == 0) return 0;
+  if (strcmp(v, "1") == 0) return 1;
+  return -2;
+}
+
 coll_status_t coll__cpu_env_check(void) {
-  if (env_algo() >= 0) return COLL_OK;
-  return coll__err(COLL_ERR_INVALID_ARG,
-                   "COLL_ALGO='%s' is not auto, ring, rd, twolevel or shm",
-                   coll__env(COLL_ENV_ALGO));
+  if (env_algo() < 0)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "COLL_ALGO='%s' is not auto, ring, rd, twolevel or shm",
+                     coll__env(COLL_ENV_ALGO));
+  if (env_link_probe() == -2)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "COLL_LINK_PROBE='%s' is not auto, 0 or 1",
+                     coll__env(COLL_ENV_LINK_PROBE));
+  return COLL_OK;
 }
 
 /* Checked by coll__cpu_env_check before. */
@@ -135,6 +152,37 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->check_mismatch = 1;
   if (coll__env_int(COLL_ENV_CHECK_MISMATCH, &v) == 1 && v == 0)
     cpu->check_mismatch = 0;
+}
+
+/* Whether the comm measures its links for the ring threshold: only where
+ * auto chooses between the ring and recursive doubling by size, nobody set
+ * the threshold, the ranks talk by messages (shared memory has its own
+ * allreduce), and the choice can go either way (3 ranks or more). By
+ * default only across hosts: on one host the constant above was measured. */
+static int wants_probe(const coll_cpu_t *cpu) {
+  int64_t v;
+  int mode = env_link_probe();
+  if (mode == 0 || cpu->algo != CPU_ALGO_AUTO || cpu->comm->world < 3 ||
+      coll__t_shared(cpu->t) != NULL ||
+      (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0))
+    return 0;
+  return mode == 1 || cpu->topo.nhosts > 1;
+}
+
+/* Sets the ring threshold from the links, as measured now by every rank. */
+static coll_status_t link_tuning(coll_cpu_t *cpu) {
+  coll_algo_ctx_t ctx;
+  coll_link_est_t e;
+  if (!wants_probe(cpu)) return COLL_OK;
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(coll__link_probe(&ctx, &e));
+  cpu->link = e;
+  cpu->ring_threshold = coll__link_ring_threshold(cpu->comm->world, &e);
+  COLL_INFO(COLL_LOG_INIT,
+            "link probe: %.1f us a step, %.3f GB/s: ring from %zu bytes",
+            e.alpha_s * 1e6, e.s_per_byte > 0 ? 1e-9 / e.s_per_byte : 0.0,
+            cpu->ring_threshold);
+  return COLL_OK;
 }
 
 coll_status_t coll__cpu_comm_create(coll_transport_t *t,
@@ -180,6 +228,13 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   atomic_init(&cpu->aborted, 0);
   read_tuning(cpu);
   c->be = cpu;
+  s = link_tuning(cpu);
+  if (s != COLL_OK) {
+    /* The transport failed with the probe: nothing of the comm is usable. */
+    (void)cpu_destroy(c, 1);
+    coll__comm_free_shell(c);
+    return s;
+  }
   COLL_INFO(COLL_LOG_INIT,
             "comm %s over %s: %d ranks on %d hosts, timeout %lld ms", c->name,
             t->ops.name, t->world, cpu->topo.nhosts, (long long)c->timeout_ms);

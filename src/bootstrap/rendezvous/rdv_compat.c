@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rdv_int.h"
@@ -35,7 +36,10 @@ coll_rdv_test_hooks_t coll__rdv_test_hooks = {-1, 0, 0, -1, NULL, NULL};
 static void options_text(char *out, size_t cap) {
   const char *algo = coll__env(COLL_ENV_ALGO);
   char a[16] = "auto", thr[24] = "default", seg[24] = "default";
-  const char *check = "default";
+  const char *check = "default", *probe = "auto";
+  /* A rank that probes its links where another does not would wait for it
+   * at creation. */
+  const char *probe_env = coll__env(COLL_ENV_LINK_PROBE);
   int64_t v;
   size_t i;
   if (algo != NULL) {
@@ -49,10 +53,12 @@ static void options_text(char *out, size_t cap) {
     snprintf(seg, sizeof seg, "%lld", (long long)v);
   if (coll__env_parse_int(COLL_ENV_CHECK_MISMATCH, &v) == 1)
     check = v == 0 ? "0" : "1";
+  if (probe_env != NULL && strcasecmp(probe_env, "auto") != 0)
+    probe = strcmp(probe_env, "0") == 0 ? "0" : "1";
   snprintf(out, cap,
            "algo=%s ring_threshold=%s segment_bytes=%s "
-           "check_mismatch=%s",
-           a, thr, seg, check);
+           "check_mismatch=%s link_probe=%s",
+           a, thr, seg, check, probe);
 }
 
 void coll__rdv_compat_text(int rank, char *out, size_t cap) {

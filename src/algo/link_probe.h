@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* link_probe.h: what a comm measures of its links at creation, and the
+ * allreduce size from which the ring beats recursive doubling on them. */
+#ifndef COLL_ALGO_LINK_PROBE_H
+#define COLL_ALGO_LINK_PROBE_H
+
+#include <stddef.h>
+
+#include "algo/algo.h"
+
+/* The slowest link of the comm's ring, as every rank agreed on it: the
+ * time of one message step (alpha) and the time per byte (1 / bandwidth). */
+typedef struct coll_link_est {
+  double alpha_s;
+  double s_per_byte;
+} coll_link_est_t;
+
+/* Bytes each rank moves around the ring to time the per-byte cost. */
+#define COLL_LINK_PROBE_BYTES ((size_t)256 * 1024)
+
+/* Times shifts around the ring of positions (to the next, from the
+ * previous) of a few bytes and of COLL_LINK_PROBE_BYTES, then takes the
+ * slowest rank's figures by an allreduce, so every rank holds the same
+ * estimate. Collective: every rank of ctx calls it. */
+coll_status_t coll__link_probe(const coll_algo_ctx_t *ctx,
+                               coll_link_est_t *out);
+
+/* The allreduce size in bytes from which the ring's time, under the
+ * alpha-beta model, is below recursive doubling's for n ranks; SIZE_MAX
+ * where doubling is never slower (n <= 2), clamped to
+ * [COLL_LINK_RING_MIN, COLL_LINK_RING_MAX] otherwise. */
+#define COLL_LINK_RING_MIN ((size_t)16 * 1024)
+#define COLL_LINK_RING_MAX ((size_t)16 * 1024 * 1024)
+size_t coll__link_ring_threshold(int n, const coll_link_est_t *e);
+
+#endif
