@@ -130,6 +130,22 @@ coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
  * not be NULL): every element combined in rank order 0..world-1. */
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
                                   size_t count, coll_dtype_t dt, coll_op_t op);
+/* The other collectives designed for shared memory (shm_round.h), with
+ * the same requirement. */
+/* Reduce-scatter through shared memory: src holds world blocks of count
+ * elements, block r destined for comm rank r; dst (count elements) gets
+ * this rank's block reduced over the ranks in rank order 0..world-1.
+ * src is only read. */
+coll_status_t coll__reduce_scatter_shm(const coll_algo_ctx_t *ctx,
+                                       const void *src, void *dst, size_t count,
+                                       coll_dtype_t dt, coll_op_t op);
+/* Allgather through shared memory: buf holds world blocks of block_bytes,
+ * this rank's filled in; on return every block is. */
+coll_status_t coll__allgather_shm(const coll_algo_ctx_t *ctx, void *buf,
+                                  size_t block_bytes);
+/* Broadcast through shared memory of bytes at buf from comm rank root. */
+coll_status_t coll__broadcast_shm(const coll_algo_ctx_t *ctx, void *buf,
+                                  size_t bytes, int root);
 /* buf holds world*count elements, block r being comm rank r's; on return
  * this rank's block holds its reduced values (other blocks hold partial
  * sums: scratch for the caller). */

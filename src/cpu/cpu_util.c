@@ -32,6 +32,27 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
   return coll__agree(&ctx, d);
 }
 
+/* Measured with coll-perf (-c 0, medians of 3 interleaved runs, processes
+ * over COLL_TRANSPORT=shm, COLL_ALGO=auto against ring) on the 2-vCPU VM
+ * while two builds ran: indicative only. Time per call in us, shared
+ * rounds / messages:
+ *
+ *   ranks  collective      4K          64K         1M          16M
+ *   2      broadcast       8.6/13.4    21.6/11.9   111/141     2416/2619
+ *   2      allgather       27.7/27.4   19.1/57.3   106/336     1982/3905
+ *   2      reduce-scatter  6.7/7.1     6.7/20.3    94.6/296    1806/5742
+ *   4      broadcast       91.6/77.7   45.8/78.7   241/367     4713/6365
+ *   4      allgather       73.2/109    45.0/99.9   204/463     4202/5216
+ *   4      reduce-scatter  84.7/68.9   76.0/112    641/525     10540/8981
+ *
+ * The shared rounds lead at most sizes, and where they trail the runs
+ * differed by more than the gap; measure again on a quiet machine before
+ * adding a threshold. */
+int coll__cpu_shm_colls(const coll_cpu_t *cpu) {
+  return coll__t_shared(cpu->t) != NULL && cpu->comm->world > 1 &&
+         (cpu->algo == CPU_ALGO_AUTO || cpu->algo == CPU_ALGO_SHM);
+}
+
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {
   if ((dt == COLL_I8 || dt == COLL_U8) && (op == COLL_SUM || op == COLL_AVG))
     return COLL_I32;

@@ -12,7 +12,36 @@ static coll_status_t allgather(coll_cpu_t *cpu, const coll_work_t *w) {
   if (block == 0) return COLL_OK;
   if (w->send != mine) memcpy(mine, w->send, block);
   coll__cpu_ctx(cpu, &ctx);
+  if (coll__cpu_shm_colls(cpu))
+    return coll__allgather_shm(&ctx, w->recv, block);
   return coll__allgather_ring(&ctx, w->recv, block);
+}
+
+/* Through shared memory: the send buffer is only read (widened first for
+ * an 8-bit SUM or AVG), this rank's block reduced straight into recv, or
+ * into scratch when it must be finished (narrowed, averaged) after. */
+static coll_status_t reduce_scatter_shm(coll_cpu_t *cpu, const coll_work_t *w) {
+  coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
+  coll_op_t aop = w->op == COLL_AVG ? COLL_SUM : w->op;
+  size_t n = (size_t)cpu->comm->world, wes = coll_dtype_size(wdt);
+  const void *src = w->send;
+  void *out = w->recv;
+  coll_algo_ctx_t ctx;
+  if (wdt != w->dtype) {
+    int32_t *wide = coll__scratch_get(&cpu->work, w->count * n * wes);
+    if (wide == NULL) return COLL_ERR_NO_MEMORY;
+    coll__widen_8bit(w->dtype, wide, w->send, w->count * n);
+    src = wide;
+  }
+  if (wdt != w->dtype || w->op == COLL_AVG) {
+    out = coll__scratch_get(&cpu->extra, w->count * wes);
+    if (out == NULL) return COLL_ERR_NO_MEMORY;
+  }
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(coll__reduce_scatter_shm(&ctx, src, out, w->count, wdt, aop));
+  if (out != w->recv)
+    coll__cpu_finish(cpu, w->recv, out, w->count, w->dtype, w->op);
+  return COLL_OK;
 }
 
 static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
@@ -23,6 +52,7 @@ static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_algo_ctx_t ctx;
   char *work;
   if (w->count == 0) return COLL_OK;
+  if (coll__cpu_shm_colls(cpu)) return reduce_scatter_shm(cpu, w);
   /* The ring leaves partial sums in every other block: run on a copy so the
    * caller's send buffer is untouched. */
   work = coll__scratch_get(&cpu->work, total * wes);

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* allgather_shm.c: allgather designed for shared memory. In rounds of up
+ * to a slot of each rank's block, every rank copies its piece into its slot
+ * and then every other rank's piece out: each block is written once into
+ * shared memory and read once by each rank, where the ring passes it
+ * through world-1 hops of messages. */
+#include <string.h>
+
+#include "algo/shm_round.h"
+
+coll_status_t coll__allgather_shm(const coll_algo_ctx_t *ctx, void *buf,
+                                  size_t block_bytes) {
+  shm_run_t S;
+  size_t done = 0;
+  char *out = buf;
+  COLL_CHECK(coll__shm_round_init(&S, ctx, "shm allgather"));
+  if (block_bytes == 0 || S.world < 2) return COLL_OK;
+  while (done < block_bytes) {
+    size_t n = block_bytes - done < S.sh->slot_bytes ? block_bytes - done
+                                                     : S.sh->slot_bytes;
+    int r;
+    if (coll__shm_round_next(&S) != COLL_OK) break;
+    memcpy(coll__shm_round_slot(&S, S.self), out + S.self * block_bytes + done,
+           n);
+    coll__shm_round_post(&S, COLL_T_FLAG_IN);
+    if (coll__shm_round_wait(&S, COLL_T_FLAG_IN, "the pieces") != COLL_OK)
+      break;
+    for (r = 0; r < S.world; r++)
+      if (r != S.self)
+        memcpy(out + r * block_bytes + done, coll__shm_round_slot(&S, r), n);
+    coll__shm_round_post(&S, COLL_T_FLAG_OUT);
+    done += n;
+  }
+  return coll__algo_done(&S.run);
+}
