@@ -48,11 +48,14 @@ typedef struct coll_tcp_xopts {
 #define COLL_TCP_FRAME_CAP_DEFAULT ((size_t)1 << 30)
 #define COLL_TCP_HS_TIMEOUT_DEFAULT 5000
 #define COLL_TCP_SOCK_BUF_DEFAULT (4 << 20)
-/* wait() sleeps in poll() at once. Spinning first (a nonblocking read per
- * turn) measured worse on a shared 2-core machine, 2 ranks, 4 KiB to
- * 64 KiB allreduce under coll-run: 10 us no better than none, 50 us up to
- * 3x slower, as a spinning rank takes the core its peer needs. */
-#define COLL_TCP_SPIN_NS_DEFAULT 0
+/* wait() drives its connections without sleeping this long first, giving
+ * the core away (sched_yield) between turns, then sleeps in poll(). On a
+ * loaded 2-core machine, 2 ranks, allreduce under coll-run (coll-perf
+ * --peer-protocol): 4 KiB 18-19 us against 24-25 us sleeping at once,
+ * 64 KiB 46 against 59 us; spinning without yielding was worse than not
+ * spinning (4 KiB 40-44 us), as a spinning rank takes the core its peer
+ * needs; 50 us with yields no better than 20. */
+#define COLL_TCP_SPIN_NS_DEFAULT 20000
 
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x);
 

@@ -6,6 +6,7 @@
  * message. */
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -315,6 +316,7 @@ static int drive_until(tcp_transport_t *t, tcp_req_t *r, int64_t timeout_ms) {
   if (set_init(t, &d) != 0) {
     /* No memory for the set: drive r's own connection only, as a poll
      * loop; the loop thread keeps the rest. */
+    coll__tcp_loop_kick(t);
     while (!req_done(r) && (end == 0 || coll__now_ns() < end)) {
       drive(r);
       if (!req_done(r)) (void)poll(NULL, 0, 1);
@@ -334,6 +336,8 @@ static int drive_until(tcp_transport_t *t, tcp_req_t *r, int64_t timeout_ms) {
     if (end != 0 && coll__now_ns() >= end) break;
     all = 1;
     if (coll__now_ns() < spin_end) {
+      /* A peer on this core gets it first (see COLL_TCP_SPIN_NS_DEFAULT). */
+      sched_yield();
       set_fill(t, &d);
       continue;
     }
