@@ -4,7 +4,8 @@
  * receive while the caller's own large sends to the same and to other
  * peers still have bytes to move, an abort from another thread while the
  * caller sleeps over several sockets, and a send nobody waits on, which
- * the loop thread finishes. Ranks are processes over 127.0.0.1. */
+ * the loop thread finishes, and a send posted by another thread while a
+ * caller sleeps. Ranks are processes over 127.0.0.1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -257,12 +258,83 @@ static void test_unwaited_send_completes(void **state) {
   tt_job_fini(&job);
 }
 
+/* ---- a post from another thread while a caller sleeps --------------------
+ */
+
+typedef struct sleeper_arg {
+  coll_transport_t *t;
+  coll_status_t st;
+  size_t len;
+  uint8_t buf[8];
+} sleeper_arg_t;
+
+static void sleeper(void *p) {
+  sleeper_arg_t *a = p;
+  coll_treq_t r;
+  a->st = coll__t_irecv(a->t, 1, 1, a->buf, sizeof a->buf, &r);
+  if (a->st == COLL_OK) a->st = wait_len(a->t, r, &a->len);
+  if (a->st == COLL_ERR_TIMEOUT) (void)coll__t_abort_reap(a->t, r, a->st);
+}
+
+/* On rank 0 one thread sleeps in a wait for a message rank 1 sends only
+ * once it has all of BIG; then another thread posts BIG and does not wait
+ * on it. The sleeper's set did not hold that send and the loop thread
+ * keeps off while a caller drives (heartbeats are off, so nothing else
+ * wakes it): unless the post wakes the sleeper, which then writes the
+ * send too, both ranks wait until the sleeper's wait times out. */
+static int rank_post_wakes(tt_job_t *job, int rank, int world, void *arg) {
+  coll_transport_t *t;
+  coll_treq_t r;
+  uint8_t *big = xmalloc(BIG);
+  size_t len;
+  (void)arg;
+  TRY(tt_create(job, rank, world, &t), "create");
+  if (rank == 0) {
+    sleeper_arg_t a;
+    uv_thread_t th;
+    memset(&a, 0, sizeof a);
+    a.t = t;
+    if (uv_thread_create(&th, sleeper, &a) != 0) return 3;
+    tt_sleep_ms(200); /* the sleeper is in poll() by now */
+    tt_fill(big, BIG, 0, 1, 2);
+    TRY(coll__t_isend(t, 1, 2, big, BIG, &r), "isend big");
+    uv_thread_join(&th);
+    TRY(a.st, "sleeper's wait");
+    if (a.len != 1 || a.buf[0] != 5) return 2;
+    TRY(wait_len(t, r, &len), "wait big");
+  } else {
+    uint8_t ack = 5;
+    TRY(coll__t_irecv(t, 0, 2, big, BIG, &r), "irecv big");
+    TRY(wait_len(t, r, &len), "wait big");
+    if (len != BIG || !tt_check(big, BIG, 0, 1, 2)) {
+      fprintf(stderr, "rank 1: bad big message (%zu bytes)\n", len);
+      return 2;
+    }
+    TRY(coll__t_send(t, 0, 1, &ack, 1, coll__deadline(WAIT_MS)), "send ack");
+  }
+  coll_transport_destroy(t);
+  free(big);
+  return 0;
+}
+
+static void test_post_wakes_sleeping_caller(void **state) {
+  tt_job_t job;
+  char msg[256];
+  (void)state;
+  assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
+  job.x.hb_timeout_ms = 0;
+  if (tt_run(&job, 2, rank_post_wakes, NULL, JOB_MS, msg, sizeof msg) != 0)
+    fail_msg("post from another thread: %s", msg);
+  tt_job_fini(&job);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_recv_with_own_send_same_peer),
       cmocka_unit_test(test_recv_with_own_sends_other_peers),
       cmocka_unit_test(test_abort_wakes_wait_over_several_sockets),
       cmocka_unit_test(test_unwaited_send_completes),
+      cmocka_unit_test(test_post_wakes_sleeping_caller),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]); /* e.g. "*abort*" */
   return cmocka_run_group_tests(tests, NULL, NULL);
