@@ -344,7 +344,7 @@ tt_rx_fixture_t *tt_rx_fixture_new(size_t frame_cap) {
   f->t.x.frame_cap = frame_cap;
   f->t.conns = f->conns;
   f->t.wake_fd = -1;
-  atomic_init(&f->t.wait_peer, -1);
+  atomic_init(&f->t.drivers, 0);
   for (i = 0; i < 2; i++) {
     f->conns[i].t = &f->t;
     f->conns[i].peer = i;

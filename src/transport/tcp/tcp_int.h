@@ -3,17 +3,18 @@
  * request, early message) and the calls between its files.
  *
  * Threads. The caller's thread posts and waits, and while it waits it
- * drives the connection of the request it waits for itself: it reads or
- * writes that socket and sleeps in poll() on it, so a small message costs
- * one wakeup, as with a plain blocking socket. Two callers may post and
- * wait at once (a comm's worker and the user's point-to-point calls), on
- * different requests; a request may be waited by another thread than the
- * one that posted it. One libuv loop thread per
+ * drives every connection with pending work itself, in both directions
+ * (a ring step's send to the right moves while it waits for the left):
+ * it reads and writes those sockets and sleeps in one poll() over them,
+ * so an arrival wakes one thread, as with a plain blocking socket. Two
+ * callers may post and wait at once (a comm's worker and the user's
+ * point-to-point calls); both then drive. A request may be waited by
+ * another thread than the one that posted it. One libuv loop thread per
  * transport is the backstop: it always watches every connection for the
  * peer closing (so a lost peer fails everything at once, whoever waits),
- * and it moves the other pending work (sends queued to, receives posted
- * on, connections the caller is not waiting on) in the background. Abort
- * may come from any thread.
+ * sends heartbeats, answers desync queries, and moves the pending work
+ * while no caller waits (requests posted and not waited on). Abort may
+ * come from any thread.
  *
  * Locks. Each connection has a receive lock (rmu: matching lists and the
  * receive state machine) and a send lock (smu: the send queue and the
@@ -47,11 +48,14 @@ typedef struct coll_tcp_xopts {
 #define COLL_TCP_FRAME_CAP_DEFAULT ((size_t)1 << 30)
 #define COLL_TCP_HS_TIMEOUT_DEFAULT 5000
 #define COLL_TCP_SOCK_BUF_DEFAULT (4 << 20)
-/* wait() sleeps in poll() at once. Spinning first (a nonblocking read per
- * turn) measured worse on a shared 2-core machine, 2 ranks, 4 KiB to
- * 64 KiB allreduce under coll-run: 10 us no better than none, 50 us up to
- * 3x slower, as a spinning rank takes the core its peer needs. */
-#define COLL_TCP_SPIN_NS_DEFAULT 0
+/* wait() drives its connections without sleeping this long first, giving
+ * the core away (sched_yield) between turns, then sleeps in poll(). On a
+ * loaded 2-core machine, 2 ranks, allreduce under coll-run (coll-perf
+ * --peer-protocol): 4 KiB 18-19 us against 24-25 us sleeping at once,
+ * 64 KiB 46 against 59 us; spinning without yielding was worse than not
+ * spinning (4 KiB 40-44 us), as a spinning rank takes the core its peer
+ * needs; 50 us with yields no better than 20. */
+#define COLL_TCP_SPIN_NS_DEFAULT 20000
 
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x);
 
@@ -204,14 +208,14 @@ struct tcp_transport {
   atomic_int stopping; /* the loop thread is asked to end */
   atomic_int closing;  /* destroy began: peers leaving is expected */
 
-  /* The caller's wait: which connection and direction it drives itself
-   * (the loop thread keeps off it; with two callers waiting, the latest
-   * one's), and how many callers sleep in poll() (while any does, a
-   * completion by another thread writes wake_fd; the last sleeper to leave
-   * drains it, so a wakeup is never taken from a sleeper still counted). */
+  /* The callers' waits: how many callers drive the connections (while
+   * any does, the loop thread keeps off their data and watches only for
+   * closes, urgent queries and farewells), and how many sleep in poll()
+   * (while any does, a completion or a post by another thread writes
+   * wake_fd; the last sleeper to leave drains it, so a wakeup is never
+   * taken from a sleeper still counted). */
   atomic_int npend_all; /* sum of every connection's npend */
-  atomic_int wait_peer; /* -1 when no caller is waiting */
-  atomic_int wait_dir;
+  atomic_int drivers;
   atomic_int pollers;
   int wake_fd; /* eventfd */
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_loop.c: the loop thread: one uv_poll_t per connection watches for
- * the peer closing, and for reads and writes of the pending work the
- * caller's thread is not driving; callers hand it work through their
- * queues plus uv_async_send. */
+ * the peer closing, and for reads and writes of the pending work while no
+ * caller's thread drives it; callers hand it work through their queues
+ * plus uv_async_send. */
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,32 +13,33 @@
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-/* The direction of c the caller is driving itself, or -1. */
-static int caller_owns(const tcp_conn_t *c) {
-  if (atomic_load(&c->t->wait_peer) != c->peer) return -1;
-  return atomic_load(&c->t->wait_dir);
+/* 1 while a caller waits: it drives every connection with pending work
+ * itself (tcp_ops.c), so this thread keeps off their data. A caller that
+ * stops driving with work left kicks this thread, which then re-judges. */
+static int callers_drive(const tcp_transport_t *t) {
+  return atomic_load(&t->drivers) > 0;
 }
 
 /* Reads and/or writes what the socket allows, then watches what is still
  * wanted: the peer closing, always (it forces a read to the end); reads
- * and writes only for pending work the caller is not driving. Loop thread
- * only. */
+ * and writes of pending work only while no caller drives it. Woken for
+ * data a caller now drives, it leaves the data to the caller and drops the
+ * watch: one late wakeup, not one per arrival. Loop thread only. */
 static void service(tcp_conn_t *c, int readable, int writable, int force) {
   char why[TCP_WHY_MAX];
   tcp_ev_t ev = TCP_EV_NONE;
-  int want = 0, own = caller_owns(c), flushing;
+  int want = 0, driven = callers_drive(c->t), flushing;
   /* A desync query (tcp_desync.c): a peer's urgent byte says one is on its
    * way (read on to it, past the early-message budget: what the peer sent
    * before it is bounded), and while this rank asks, every answer is read
    * whoever else waits. */
   int drain = atomic_load(&c->drain), asking = atomic_load(&c->t->asking);
   uv_mutex_lock(&c->rmu);
-  if (readable || force || drain)
+  if ((readable && (!driven || asking)) || force || drain)
     ev = coll__tcp_rx_progress(c, force || drain, why);
   if (c->rstate < RS_CLOSED) {
     want |= UV_DISCONNECT;
-    if ((!c->rpaused && atomic_load(&c->npend[TCP_REQ_RECV]) > 0 &&
-         own != TCP_REQ_RECV) ||
+    if ((!c->rpaused && atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && !driven) ||
         atomic_load(&c->drain) || (asking && !c->rpaused))
       want |= UV_READABLE;
   }
@@ -46,8 +47,12 @@ static void service(tcp_conn_t *c, int readable, int writable, int force) {
   coll__tcp_handle_ev(c, ev, why);
   ev = TCP_EV_NONE;
   uv_mutex_lock(&c->smu);
-  if (writable && c->sq != NULL) ev = coll__tcp_tx_progress(c, why);
-  if (c->sq != NULL && own != TCP_REQ_SEND) want |= UV_WRITABLE;
+  /* A queue of control frames only (a desync answer) is this thread's to
+   * write: a caller polls for writing only where its own sends wait. */
+  if (c->sq != NULL && (!driven || !coll__tcp_sq_has_user_sends(c))) {
+    if (writable) ev = coll__tcp_tx_progress(c, why);
+    if (c->sq != NULL) want |= UV_WRITABLE;
+  }
   /* A farewell the failing thread could not write at once goes out from
    * here, whoever waits. */
   flushing = writable ? !coll__tcp_tx_flush(c)
@@ -82,7 +87,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
  * some), or a failure or abort needs every watch re-judged. */
 static void on_async(uv_async_t *a) {
   tcp_transport_t *t = a->data;
-  int i;
+  int i, driven;
   if (atomic_load(&t->stopping)) {
     for (i = 0; i < t->world; i++)
       if (t->conns[i].poll_init)
@@ -93,14 +98,14 @@ static void on_async(uv_async_t *a) {
     return;
   }
   coll__tcp_answer_queries(t);
+  driven = callers_drive(t);
   for (i = 0; i < t->world; i++) {
     tcp_conn_t *c = &t->conns[i];
-    int rd, wr, own;
+    int rd, wr;
     if (!c->poll_init) continue;
-    own = caller_owns(c);
-    rd = (atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && own != TCP_REQ_RECV) ||
+    rd = (atomic_load(&c->npend[TCP_REQ_RECV]) > 0 && !driven) ||
          atomic_load(&t->asking);
-    wr = atomic_load(&c->npend[TCP_REQ_SEND]) > 0 && own != TCP_REQ_SEND;
+    wr = atomic_load(&c->npend[TCP_REQ_SEND]) > 0 && !driven;
     if (atomic_load(&c->bye_state) == TCP_BYE_FLUSHING) wr = 1;
     if (rd || wr || (c->poll_events & (UV_READABLE | UV_WRITABLE)) ||
         (c->poll_events != 0 && coll__tcp_conn_stopped(c)))

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tcp_ops.c: isend, irecv and wait. A send with nothing queued ahead is
- * written at once by the caller's thread; wait drives the request's own
- * connection from the caller's thread and sleeps in poll() on it, because
- * a handoff between threads costs more than a small message. */
+ * written at once by the caller's thread; wait drives every connection
+ * with pending work from the caller's thread and sleeps in one poll() over
+ * them, because a handoff between threads costs more than a small
+ * message. */
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -91,6 +93,17 @@ static coll_status_t check_args(tcp_transport_t *t, int peer, const void *buf,
   return COLL_OK;
 }
 
+/* Work was posted that a caller asleep in wait() may not be polling for
+ * (it took its set before): it takes the set again. Free unless another
+ * thread is waiting. */
+static void wake_sleepers(tcp_transport_t *t) {
+  if (atomic_load(&t->pollers) > 0) {
+    uint64_t one = 1;
+    ssize_t k = write(t->wake_fd, &one, sizeof one);
+    (void)k;
+  }
+}
+
 static void req_init(tcp_req_t *r, tcp_conn_t *c, int kind, uint32_t tag,
                      const void *buf, size_t len) {
   r->conn = c;
@@ -145,6 +158,7 @@ coll_status_t coll__tcp_isend(void *ctx, int peer, uint32_t tag,
   if (c->sq == r) ev = coll__tcp_tx_progress(c, why);
   uv_mutex_unlock(&c->smu);
   coll__tcp_handle_ev(c, ev, why);
+  if (!atomic_load_explicit(&r->done, memory_order_acquire)) wake_sleepers(t);
   *req = r;
   return COLL_OK;
 refuse:
@@ -176,6 +190,8 @@ coll_status_t coll__tcp_irecv(void *ctx, int peer, uint32_t tag, void *buf,
     req_release(t, r);
     return s;
   }
+  if (c->fd >= 0 && !atomic_load_explicit(&r->done, memory_order_acquire))
+    wake_sleepers(t);
   *req = r;
   return COLL_OK;
 }
@@ -202,28 +218,6 @@ static void drive(tcp_req_t *r) {
   coll__tcp_handle_ev(c, ev, why);
 }
 
-/* Sleeps until r's socket is ready in r's direction, another thread
- * completes a request (wake_fd), or ms pass. */
-static void sleep_on(tcp_transport_t *t, tcp_req_t *r, int ms) {
-  struct pollfd pf[2];
-  nfds_t n = 1;
-  uint64_t v;
-  pf[0] = (struct pollfd){t->wake_fd, POLLIN, 0};
-  if (r->conn->fd >= 0)
-    pf[n++] = (struct pollfd){r->conn->fd,
-                              r->kind == TCP_REQ_RECV ? POLLIN : POLLOUT, 0};
-  atomic_fetch_add(&t->pollers, 1);
-  if (!req_done(r)) (void)poll(pf, n, ms);
-  /* Only the last sleeper out drains the wakeups: one written for another
-   * sleeper that is still counted (perhaps not yet inside poll()) must stay
-   * until it has seen it. A later wakeup only makes the next poll()
-   * return. */
-  if (atomic_fetch_sub(&t->pollers, 1) == 1) {
-    ssize_t k = read(t->wake_fd, &v, sizeof v);
-    (void)k;
-  }
-}
-
 /* Milliseconds for poll() until the deadline (ns, 0: none). */
 static int poll_ms(uint64_t end) {
   uint64_t now = coll__now_ns();
@@ -234,32 +228,140 @@ static int poll_ms(uint64_t end) {
              : (int)((end - now + 999999u) / 1000000u);
 }
 
-/* Drives r to completion on this thread until the deadline. The loop
- * thread is kicked for any other pending work when the wait starts, and
- * for what is left on r's connection when it ends. Returns 1 if done. */
+/* One wait's view of the connections it drives: a pollfd per connection
+ * with pending work (wake_fd first), and each one's connection. */
+#define DRIVE_STACK 64
+typedef struct drive_set {
+  struct pollfd *pf;
+  tcp_conn_t **conn;
+  nfds_t n;
+  struct pollfd pf_stack[DRIVE_STACK + 1];
+  tcp_conn_t *conn_stack[DRIVE_STACK + 1];
+} drive_set_t;
+
+static int set_init(tcp_transport_t *t, drive_set_t *d) {
+  d->pf = d->pf_stack;
+  d->conn = d->conn_stack;
+  if (t->world > DRIVE_STACK) {
+    /* Large worlds only: one allocation per blocking wait. */
+    d->pf = malloc(((size_t)t->world + 1) * sizeof *d->pf);
+    d->conn = malloc(((size_t)t->world + 1) * sizeof *d->conn);
+    if (d->pf == NULL || d->conn == NULL) {
+      free(d->pf);
+      free(d->conn);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void set_free(drive_set_t *d) {
+  if (d->pf == d->pf_stack) return;
+  free(d->pf);
+  free(d->conn);
+}
+
+/* Fills d with every connection that has pending work, for reading where
+ * receives are posted and for writing where sends are queued. */
+static void set_fill(tcp_transport_t *t, drive_set_t *d) {
+  int i;
+  d->pf[0] = (struct pollfd){t->wake_fd, POLLIN, 0};
+  d->conn[0] = NULL;
+  d->n = 1;
+  for (i = 0; i < t->world; i++) {
+    tcp_conn_t *c = &t->conns[i];
+    short ev = 0;
+    if (c->fd < 0 || coll__tcp_conn_stopped(c)) continue;
+    if (atomic_load(&c->npend[TCP_REQ_RECV]) > 0) ev |= POLLIN;
+    if (atomic_load(&c->npend[TCP_REQ_SEND]) > 0) ev |= POLLOUT;
+    if (ev == 0) continue;
+    d->pf[d->n] = (struct pollfd){c->fd, ev, 0};
+    d->conn[d->n++] = c;
+  }
+}
+
+/* Moves c along in the directions asked: sends first, so that a ring
+ * step's bytes to the right are on their way while it reads the left. */
+static void drive_conn(tcp_conn_t *c, int rd, int wr) {
+  char why[TCP_WHY_MAX];
+  tcp_ev_t ev;
+  if (wr) {
+    uv_mutex_lock(&c->smu);
+    ev = coll__tcp_tx_progress(c, why);
+    uv_mutex_unlock(&c->smu);
+    coll__tcp_handle_ev(c, ev, why);
+  }
+  if (rd) {
+    uv_mutex_lock(&c->rmu);
+    ev = coll__tcp_rx_progress(c, 0, why);
+    uv_mutex_unlock(&c->rmu);
+    coll__tcp_handle_ev(c, ev, why);
+  }
+}
+
+/* Drives r to completion on this thread until the deadline, and with it
+ * every other connection's pending work: the loop thread keeps off the
+ * data while any caller drives (tcp_loop.c), and is kicked for what is
+ * left when the wait ends. Each turn drives the connections the last
+ * poll() found ready (all of them on the first turn, and after a wakeup
+ * through wake_fd, which may mean new work), then sleeps in one poll()
+ * over all of them. Returns 1 if done. */
 static int drive_until(tcp_transport_t *t, tcp_req_t *r, int64_t timeout_ms) {
-  tcp_conn_t *c = r->conn;
-  int dir = r->kind;
   uint64_t now = coll__now_ns();
   uint64_t end = timeout_ms < 0 ? 0 : now + (uint64_t)timeout_ms * 1000000u;
   uint64_t spin_end = now + (uint64_t)t->x.spin_ns;
-  atomic_store(&t->wait_dir, dir);
-  atomic_store(&t->wait_peer, c->peer);
-  if (atomic_load(&t->npend_all) - atomic_load(&c->npend[dir]) > 0)
+  drive_set_t d;
+  int all = 1;
+  nfds_t k;
+  if (set_init(t, &d) != 0) {
+    /* No memory for the set: drive r's own connection only, as a poll
+     * loop; the loop thread keeps the rest. */
     coll__tcp_loop_kick(t);
+    while (!req_done(r) && (end == 0 || coll__now_ns() < end)) {
+      drive(r);
+      if (!req_done(r)) (void)poll(NULL, 0, 1);
+    }
+    return req_done(r);
+  }
+  atomic_fetch_add(&t->drivers, 1);
+  set_fill(t, &d);
   while (!req_done(r)) {
-    drive(r);
+    for (k = 1; k < d.n; k++) {
+      short ev = all ? d.pf[k].events : d.pf[k].revents;
+      if (ev != 0)
+        drive_conn(d.conn[k], (ev & (POLLIN | POLLERR | POLLHUP)) != 0,
+                   (ev & (POLLOUT | POLLERR | POLLHUP)) != 0);
+    }
     if (req_done(r)) break;
     if (end != 0 && coll__now_ns() >= end) break;
-    if (coll__now_ns() < spin_end) continue;
-    sleep_on(t, r, poll_ms(end));
+    all = 1;
+    if (coll__now_ns() < spin_end) {
+      /* A peer on this core gets it first (see COLL_TCP_SPIN_NS_DEFAULT). */
+      sched_yield();
+      set_fill(t, &d);
+      continue;
+    }
+    /* Counted before the set is taken again: a post by another thread
+     * either lands in it or sees this sleeper and writes wake_fd. */
+    atomic_fetch_add(&t->pollers, 1);
+    set_fill(t, &d);
+    for (k = 0; k < d.n; k++) d.pf[k].revents = 0;
+    if (!req_done(r)) (void)poll(d.pf, d.n, poll_ms(end));
+    /* Only the last sleeper out drains the wakeups: one written for another
+     * sleeper that is still counted (perhaps not yet inside poll()) must
+     * stay until it has seen it. A later wakeup only makes the next poll()
+     * return. */
+    if (atomic_fetch_sub(&t->pollers, 1) == 1) {
+      uint64_t v;
+      ssize_t n = read(t->wake_fd, &v, sizeof v);
+      (void)n;
+    }
+    all = d.pf[0].revents != 0;
+    if (all) set_fill(t, &d);
   }
-  {
-    /* Leaves another caller's claim in place. */
-    int mine = c->peer;
-    atomic_compare_exchange_strong(&t->wait_peer, &mine, -1);
-  }
-  if (atomic_load(&c->npend[dir]) > 0) coll__tcp_loop_kick(t);
+  atomic_fetch_sub(&t->drivers, 1);
+  set_free(&d);
+  if (atomic_load(&t->npend_all) > 0) coll__tcp_loop_kick(t);
   return req_done(r);
 }
 

@@ -229,7 +229,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   t->world = o->world;
   t->x = *x;
   COLL_CHECK_GOTO(heartbeat_from_env(&t->x), s, fail);
-  atomic_init(&t->wait_peer, -1);
+  atomic_init(&t->drivers, 0);
   atomic_init(&t->pos, NULL);
   if (uv_mutex_init(&t->req_mu) != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "tcp: cannot create a mutex");
