@@ -12,8 +12,10 @@
 # BUILD       libcoll's build folder (default: build)
 # REPS        runs of each variant (default 3)
 # VARIANTS    what to run (default: "coll mpi_tcp mpi_vader"); a variant
-#             coll:NAME=VALUE runs libcoll with that environment variable
-#             (e.g. coll:COLL_CHECK_MISMATCH=0)
+#             coll:NAME=VALUE[:NAME=VALUE...] runs libcoll with those
+#             environment variables (e.g. coll:COLL_CHECK_MISMATCH=0, or
+#             coll:COLL_TRANSPORT=tcp:LD_LIBRARY_PATH=/other/build/src to
+#             compare another build's library)
 # BENCH_SECONDS  timed loop per size (default 1.0)
 # OUT         keep each run's table there (<variant>.n<N>.r<rep>.txt, the
 #             peers' format, which tools/plot-perf.py reads as a folder)
@@ -42,24 +44,31 @@ mpi="mpirun --allow-run-as-root --oversubscribe --mca pml ob1"
 run() { # variant n
   case $1 in
     coll) timeout 900 "$build/tools/coll-run" -n "$2" "$work/coll_allreduce" coll ;;
-    coll:*) env "${1#coll:}" timeout 900 "$build/tools/coll-run" -n "$2" "$work/coll_allreduce" "$1" ;;
+    coll:*)
+      # One assignment per NAME=VALUE: split at each ':' that starts one.
+      mapfile -t assigns < <(printf '%s\n' "${1#coll:}" |
+        sed -E 's/:([A-Za-z_][A-Za-z0-9_]*=)/\n\1/g')
+      env "${assigns[@]}" timeout 900 "$build/tools/coll-run" -n "$2" "$work/coll_allreduce" "$1" ;;
     mpi_tcp) timeout 900 $mpi -np "$2" --mca btl tcp,self --mca btl_tcp_if_include lo "$work/mpi_allreduce" mpi_tcp ;;
     mpi_vader) timeout 900 $mpi -np "$2" --mca btl vader,self "$work/mpi_allreduce" mpi_vader ;;
     *) echo "vs-peers: unknown variant $1" >&2; return 2 ;;
   esac | sed 's/^\[[0-9]*\] //'
 }
+# A variant's file name: its text with anything but [A-Za-z0-9_.=:-] as _.
+fname() { printf '%s' "$1" | tr -c 'A-Za-z0-9_.=:-' '_'; }
 for rep in $(seq "$reps"); do
   for n in $ns; do
     for v in $variants; do
       echo ">> rep $rep n=$n $v" >&2
-      run "$v" "$n" > "$out/$v.n$n.r$rep.txt" 2> "$out/$v.n$n.r$rep.err" ||
-        { echo "   failed (rc $?):" >&2; tail -3 "$out/$v.n$n.r$rep.err" >&2; }
+      f=$(fname "$v")
+      run "$v" "$n" > "$out/$f.n$n.r$rep.txt" 2> "$out/$f.n$n.r$rep.err" ||
+        { echo "   failed (rc $?):" >&2; tail -3 "$out/$f.n$n.r$rep.err" >&2; }
     done
   done
 done
 
 med() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else printf "%.3g", (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-col() { cat "$out/$1.n$2".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
+col() { cat "$out/$(fname "$1").n$2".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
 echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS"
 for n in $ns; do
   for what in "4 busbw_GB/s" "2 time_us"; do
