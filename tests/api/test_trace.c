@@ -158,7 +158,9 @@ static void setup_case(const char *name, const char *pattern, int entries,
   snprintf(dir, cap, "%s/%s", g_root, name);
   if (mkdir(dir, 0700) != 0) t_fail(&g_fails, "mkdir %s failed", dir);
   if (pattern != NULL) {
-    snprintf(v, sizeof v, "%s/%s", dir, pattern);
+    /* A path that does not fit is a failure, not a silently cut name. */
+    if (snprintf(v, sizeof v, "%s/%s", dir, pattern) >= (int)sizeof v)
+      t_fail(&g_fails, "trace path %s/%s is too long", dir, pattern);
     setenv("COLL_TRACE_FILE", v, 1);
   } else {
     unsetenv("COLL_TRACE_FILE");
