@@ -41,6 +41,11 @@ static void *coll_result(void *ctx, int r, int b) {
          (size_t)(2 + b) * SHM_COLL_SLOT;
 }
 
+static void *coll_note(void *ctx, int r, int b) {
+  shm_ep_t *ep = ctx;
+  return ((shm_hdr_t *)region_of(ep, r))->coll_note[b];
+}
+
 static uint64_t next_round(void *ctx) {
   shm_ep_t *ep = ctx;
   return ++ep->coll_round;
@@ -208,4 +213,5 @@ const coll_t_shared_t coll__shm_shared = {
     .next_round = next_round,
     .post = post,
     .wait_all = wait_all,
+    .note = coll_note,
 };
