@@ -79,6 +79,19 @@ static int first_behind(const shm_ep_t *ep, int which, uint64_t v) {
   return -1;
 }
 
+/* A peer that left the round unfinished: gone (aborted or failed) before
+ * it posted OUT for round v. Its flags may all be there, but it gave up on
+ * the collective, so this rank must not finish it either. -1 if none. */
+static int gone_mid_round(const shm_ep_t *ep, uint64_t v) {
+  for (int p = 0; p < ep->world; p++) {
+    shm_hdr_t *h = ep->peers[p].region;
+    if (p != ep->rank && atomic_load_explicit(&h->gone, memory_order_acquire) &&
+        atomic_load_explicit(&h->coll_out, memory_order_acquire) < v)
+      return p;
+  }
+  return -1;
+}
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -163,7 +176,10 @@ static coll_status_t wait_slow(shm_ep_t *ep, int which, uint64_t v,
     int p = first_behind(ep, which, v);
     int64_t left;
     coll_status_t s;
-    if (p < 0) return COLL_OK;
+    if (p < 0) {
+      p = gone_mid_round(ep, v);
+      return p < 0 ? COLL_OK : check(ep, p);
+    }
     for (int q = p; q < ep->world; q++)
       if (q == p || behind(ep, q, which, v)) {
         s = check(ep, q);
@@ -196,9 +212,11 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
   if (first_behind(ep, which, v) < 0) {
     /* Everyone is there, but this endpoint may have closed meanwhile: the
      * caller must not go on as if nothing happened. */
-    if (!atomic_load_explicit(&ep->aborted, memory_order_relaxed))
-      return COLL_OK;
-    return check(ep, ep->rank == 0 ? 1 : 0);
+    int p;
+    if (atomic_load_explicit(&ep->aborted, memory_order_relaxed))
+      return check(ep, ep->rank == 0 ? 1 : 0);
+    p = gone_mid_round(ep, v);
+    return p < 0 ? COLL_OK : check(ep, p);
   }
   atomic_fetch_add(&ep->flag_waiters, 1);
   s = wait_slow(ep, which, v, deadline_ms);
