@@ -116,16 +116,17 @@ static coll_status_t note_check(shm_ar_t *A, int b) {
   const unsigned char *mine = A->sh->note(A->tctx, A->rank, b);
   coll_desc_t *all;
   coll_status_t s;
-  int r, same_desc = 1;
+  int r, differ = 0, same_desc = 1;
   for (r = 0; r < A->world; r++) {
     const unsigned char *theirs = A->sh->note(A->tctx, r, b);
     if (memcmp(theirs, mine, NOTE_BYTES) == 0) continue;
+    differ = 1;
     if (memcmp(theirs, mine, COLL_AGREE_DESC_BYTES) != 0) {
       same_desc = 0;
       break;
     }
   }
-  if (r == A->world) return COLL_OK;
+  if (!differ) return COLL_OK;
   if (same_desc)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
                      "ranks disagree: a rank with the same arguments ran the "
