@@ -24,7 +24,7 @@
 #define DESC_BYTES COLL_AGREE_DESC_BYTES
 #define AGREE_BYTES COLL_AGREE_BYTES
 
-static void put_desc(unsigned char *p, const coll_desc_t *d) {
+void coll__desc_pack(unsigned char *p, const coll_desc_t *d) {
   coll__put_le32(p, d->kind);
   coll__put_le32(p + 4, (uint32_t)d->dtype);
   coll__put_le32(p + 8, (uint32_t)d->op);
@@ -35,7 +35,7 @@ static void put_desc(unsigned char *p, const coll_desc_t *d) {
   coll__put_le32(p + 40, d->list);
 }
 
-static void get_desc(const unsigned char *p, coll_desc_t *d) {
+void coll__desc_unpack(const unsigned char *p, coll_desc_t *d) {
   d->kind = coll__get_le32(p);
   d->dtype = (int32_t)coll__get_le32(p + 4);
   d->op = (int32_t)coll__get_le32(p + 8);
@@ -69,24 +69,24 @@ void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
 }
 
 void coll__agree_pack(unsigned char *p, const agree_state_t *st) {
-  put_desc(p, &st->mine);
+  coll__desc_pack(p, &st->mine);
   coll__put_le32(p + DESC_BYTES, st->flag);
   coll__put_le32(p + DESC_BYTES + 4, (uint32_t)st->ra);
   coll__put_le32(p + DESC_BYTES + 8, (uint32_t)st->rb);
-  put_desc(p + DESC_BYTES + 12, &st->da);
-  put_desc(p + 2 * DESC_BYTES + 12, &st->db);
+  coll__desc_pack(p + DESC_BYTES + 12, &st->da);
+  coll__desc_pack(p + 2 * DESC_BYTES + 12, &st->db);
 }
 
 void coll__agree_unpack(const unsigned char *p, agree_state_t *st) {
-  get_desc(p, &st->mine);
+  coll__desc_unpack(p, &st->mine);
   st->flag = coll__get_le32(p + DESC_BYTES);
   st->ra = (int32_t)coll__get_le32(p + DESC_BYTES + 4);
   st->rb = (int32_t)coll__get_le32(p + DESC_BYTES + 8);
-  get_desc(p + DESC_BYTES + 12, &st->da);
-  get_desc(p + 2 * DESC_BYTES + 12, &st->db);
+  coll__desc_unpack(p + DESC_BYTES + 12, &st->da);
+  coll__desc_unpack(p + 2 * DESC_BYTES + 12, &st->db);
 }
 
-static int desc_equal(const coll_desc_t *a, const coll_desc_t *b) {
+int coll__desc_equal(const coll_desc_t *a, const coll_desc_t *b) {
   return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
          a->root == b->root && a->count == b->count && a->nbufs == b->nbufs &&
          a->total == b->total && a->list == b->list;
@@ -113,7 +113,7 @@ static void consider(agree_state_t *st, int a, const coll_desc_t *da, int b,
  * rank can name two ranks that differ. */
 void coll__agree_merge(agree_state_t *st, int self, int from,
                        const agree_state_t *in) {
-  if (!desc_equal(&st->mine, &in->mine))
+  if (!coll__desc_equal(&st->mine, &in->mine))
     consider(st, self, &st->mine, from, &in->mine);
   if (in->ra >= 0) consider(st, in->ra, &in->da, in->rb, &in->db);
   st->flag |= in->flag | (st->ra >= 0);
@@ -161,7 +161,7 @@ static coll_status_t swap(agree_t *A, int peer, int send, int recv,
   if (send) COLL_CHECK(coll__algo_wait(&A->run, &A->req[1], 0));
   if (recv) {
     coll__agree_unpack(A->in, got);
-    if (n > AGREE_BYTES && desc_equal(&got->mine, &A->st.mine))
+    if (n > AGREE_BYTES && coll__desc_equal(&got->mine, &A->st.mine))
       A->folded_peer = 1;
   }
   return COLL_OK;

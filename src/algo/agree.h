@@ -33,6 +33,13 @@ typedef struct agree_state {
   coll_desc_t da, db;
 } agree_state_t;
 
+/* A descriptor's wire form (COLL_AGREE_DESC_BYTES, little-endian); an
+ * unpacked one names no buffers. */
+void coll__desc_pack(unsigned char *p, const coll_desc_t *d);
+void coll__desc_unpack(const unsigned char *p, coll_desc_t *d);
+/* 1 if a and b describe the same call (their buffers aside). */
+int coll__desc_equal(const coll_desc_t *a, const coll_desc_t *b);
+
 /* The state of a rank that knows only its own descriptor. */
 void coll__agree_state_init(agree_state_t *st, const coll_desc_t *d);
 void coll__agree_pack(unsigned char *p, const agree_state_t *st);
@@ -45,5 +52,13 @@ void coll__agree_adopt(agree_state_t *st, const agree_state_t *in);
 /* COLL_ERR_LENGTH_MISMATCH with the text naming the disagreement. */
 coll_status_t coll__agree_mismatch(const agree_state_t *st, int self,
                                    const coll_desc_t *mine);
+
+/* The verdict from every rank's descriptor at once (all[p]: the one at
+ * position p of ctx), for an algorithm where every rank sees them all
+ * (allreduce_shm.c): COLL_OK if they agree, else COLL_ERR_LENGTH_MISMATCH
+ * with the text the agreement gives at position 0, so that every rank
+ * reports the same. `mine` is this rank's own descriptor. */
+coll_status_t coll__agree_seen(const coll_algo_ctx_t *ctx,
+                               const coll_desc_t *all, const coll_desc_t *mine);
 
 #endif

@@ -130,6 +130,18 @@ coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
  * not be NULL): every element combined in rank order 0..world-1. */
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
                                   size_t count, coll_dtype_t dt, coll_op_t op);
+/* The same with the descriptor check folded into its first round (a round
+ * even when count is 0): src to dst, dst written only if every rank passed
+ * the same descriptor, else COLL_ERR_LENGTH_MISMATCH on every rank with
+ * the same text (as coll__agree). */
+coll_status_t coll__allreduce_shm_checked(const coll_algo_ctx_t *ctx,
+                                          const coll_desc_t *d, const void *src,
+                                          void *dst, size_t count,
+                                          coll_dtype_t dt, coll_op_t op);
+/* The descriptor check alone over the transport's shared memory: one round
+ * with no data, that meets the first round of coll__allreduce_shm_checked
+ * on ranks that run it. Statuses as coll__agree. */
+coll_status_t coll__agree_shm(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
 /* The other collectives designed for shared memory (shm_round.h), with
  * the same requirement. */
 /* Reduce-scatter through shared memory: src holds world blocks of count

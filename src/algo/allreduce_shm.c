@@ -25,11 +25,23 @@
  * in "whole" every rank runs the same kernel on the same operands in the
  * same order).
  *
+ * The descriptor check rides in the first round (coll__allreduce_shm_
+ * checked): before it posts IN, every rank writes its descriptor into its
+ * note (transport.h); after every rank's IN it compares every note with
+ * its own, before it reads any data. Every rank sees the same notes, so
+ * every rank reaches the same verdict (agree_seen.c), and on a mismatch
+ * every rank posts OUT and returns without having written its output. A
+ * collective that is not this allreduce runs the check alone, as a round
+ * with no data (coll__agree_shm), so ranks that disagree on which
+ * collective they run still meet in the same round.
+ *
  * On a failure (a rank lost or unresponsive, an abort, the deadline) it
  * fails the transport, so peers waiting on this rank's flags learn of it
  * at once. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "algo/agree.h"
 #include "algo/algo_util.h"
 
 /* Up to this many bytes in all, every rank reduces the whole piece.
@@ -48,7 +60,14 @@ typedef struct shm_ar {
   coll_reduce_fn_t fn;
   size_t es;
   int rank, world;
+  /* The descriptor the first round publishes and checks, or NULL. */
+  const coll_desc_t *check;
 } shm_ar_t;
+
+/* A note: the descriptor's wire form, then whether the round carries the
+ * allreduce's data (1) or only the check (0). */
+#define NOTE_DATA COLL_AGREE_DESC_BYTES
+#define NOTE_BYTES (COLL_AGREE_DESC_BYTES + 1)
 
 static coll_status_t wait_flag(shm_ar_t *A, int which, uint64_t round,
                                const char *what) {
@@ -82,18 +101,77 @@ static void slice_of(const shm_ar_t *A, size_t n, int k, size_t *lo,
   *cnt = z - a;
 }
 
-static coll_status_t round_run(shm_ar_t *A, char *piece, size_t n, int whole) {
+/* Writes this round's note of buffer b: the descriptor and whether data
+ * follows. */
+static void note_write(shm_ar_t *A, int b, int data) {
+  unsigned char *note = A->sh->note(A->tctx, A->rank, b);
+  coll__desc_pack(note, A->check);
+  note[NOTE_DATA] = (unsigned char)data;
+}
+
+/* After every rank's IN: COLL_OK if every rank's note of buffer b says what
+ * this rank's says, else the mismatch, the same on every rank. Reads the
+ * notes only: no data. */
+static coll_status_t note_check(shm_ar_t *A, int b) {
+  const unsigned char *mine = A->sh->note(A->tctx, A->rank, b);
+  coll_desc_t *all;
+  coll_status_t s;
+  int r, differ = 0, same_desc = 1;
+  for (r = 0; r < A->world; r++) {
+    const unsigned char *theirs = A->sh->note(A->tctx, r, b);
+    if (memcmp(theirs, mine, NOTE_BYTES) == 0) continue;
+    differ = 1;
+    if (memcmp(theirs, mine, COLL_AGREE_DESC_BYTES) != 0) {
+      same_desc = 0;
+      break;
+    }
+  }
+  if (!differ) return COLL_OK;
+  if (same_desc)
+    return coll__err(COLL_ERR_LENGTH_MISMATCH,
+                     "ranks disagree: a rank with the same arguments ran the "
+                     "shared-memory allreduce with the check folded in, and "
+                     "another did not (COLL_ALGO set differently?)");
+  all = calloc((size_t)A->world, sizeof *all);
+  if (all == NULL) {
+    /* Every rank still reports a mismatch, without the details. */
+    return coll__err(COLL_ERR_LENGTH_MISMATCH,
+                     "ranks disagree: another rank reported a mismatch");
+  }
+  for (r = 0; r < A->world; r++)
+    coll__desc_unpack(A->sh->note(A->tctx, r, b), &all[r]);
+  s = coll__agree_seen(A->run.ctx, all, A->check);
+  free(all);
+  return s;
+}
+
+/* One round: n elements from src (NULL when n is 0) reduced into dst. With
+ * A->check set, the round also publishes and checks the descriptor, and
+ * reads no data on a mismatch. */
+static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
+                               size_t n, int whole) {
   const coll_t_shared_t *sh = A->sh;
   uint64_t round = sh->next_round(A->tctx);
   int b = (int)(round & 1);
   size_t bytes = n * A->es;
   if (round > 2)
     COLL_CHECK(wait_flag(A, COLL_T_FLAG_OUT, round - 2, "slot free"));
-  memcpy(sh->slot(A->tctx, A->rank, b), piece, bytes);
+  if (bytes > 0) memcpy(sh->slot(A->tctx, A->rank, b), src, bytes);
+  if (A->check != NULL) note_write(A, b, 1);
   sh->post(A->tctx, COLL_T_FLAG_IN, round);
   COLL_CHECK(wait_flag(A, COLL_T_FLAG_IN, round, "inputs"));
-  if (whole) {
-    reduce_in_order(A, piece, b, 0, n);
+  if (A->check != NULL) {
+    coll_status_t s = note_check(A, b);
+    A->check = NULL;
+    if (s != COLL_OK) {
+      sh->post(A->tctx, COLL_T_FLAG_OUT, round);
+      return s;
+    }
+  }
+  if (n == 0) {
+    /* A checked call of no elements: the round only checked. */
+  } else if (whole) {
+    reduce_in_order(A, dst, b, 0, n);
   } else {
     size_t lo, cnt;
     slice_of(A, n, A->rank, &lo, &cnt);
@@ -105,39 +183,95 @@ static coll_status_t round_run(shm_ar_t *A, char *piece, size_t n, int whole) {
     for (int r = 0; r < A->world; r++) {
       slice_of(A, n, r, &lo, &cnt);
       if (cnt > 0)
-        memcpy(piece + lo * A->es,
-               (char *)sh->result(A->tctx, r, b) + lo * A->es, cnt * A->es);
+        memcpy(dst + lo * A->es, (char *)sh->result(A->tctx, r, b) + lo * A->es,
+               cnt * A->es);
     }
   }
   sh->post(A->tctx, COLL_T_FLAG_OUT, round);
   return COLL_OK;
 }
 
+/* Fills A for a call on ctx; COLL_OK, or why the call cannot run. */
+static coll_status_t setup(shm_ar_t *A, const coll_algo_ctx_t *ctx,
+                           const char *what, coll_dtype_t dt, coll_op_t op) {
+  coll__algo_run_init(&A->run, ctx, what, ALGO_PH_SHM);
+  A->sh = coll__t_shared(ctx->t);
+  A->tctx = ctx->t->ctx;
+  A->es = coll_dtype_size(dt);
+  A->rank = ctx->rank;
+  A->world = ctx->world;
+  A->check = NULL;
+  if (A->sh == NULL)
+    return coll__err(COLL_ERR_INTERNAL,
+                     "%s: the transport maps no shared memory", what);
+  A->fn = coll__algo_kernel(A->run.what, dt, op);
+  if (A->fn == NULL) return COLL_ERR_INVALID_ARG;
+  return COLL_OK;
+}
+
+/* Every round of a call, src to dst; the first one checks A->check. */
+static coll_status_t run_rounds(shm_ar_t *A, const char *src, char *dst,
+                                size_t count) {
+  size_t per_round = A->sh->slot_bytes / A->es, done = 0;
+  /* Every round of this call runs in one mode, chosen from the whole
+   * size: the same on every rank. */
+  int whole = count * A->es <= SHM_WHOLE_MAX;
+  do {
+    size_t n = count - done < per_round ? count - done : per_round;
+    COLL_CHECK(round_run(A, n > 0 ? src + done * A->es : NULL,
+                         n > 0 ? dst + done * A->es : NULL, n, whole));
+    done += n;
+  } while (done < count);
+  return coll__algo_done(&A->run);
+}
+
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
                                   size_t count, coll_dtype_t dt, coll_op_t op) {
   shm_ar_t A;
-  size_t per_round, done = 0;
-  int whole;
-  coll__algo_run_init(&A.run, ctx, "shm allreduce", ALGO_PH_SHM);
-  A.sh = coll__t_shared(ctx->t);
+  COLL_CHECK(setup(&A, ctx, "shm allreduce", dt, op));
+  if (count == 0 || ctx->world < 2) return COLL_OK;
+  return run_rounds(&A, buf, buf, count);
+}
+
+coll_status_t coll__allreduce_shm_checked(const coll_algo_ctx_t *ctx,
+                                          const coll_desc_t *d, const void *src,
+                                          void *dst, size_t count,
+                                          coll_dtype_t dt, coll_op_t op) {
+  shm_ar_t A;
+  COLL_CHECK(setup(&A, ctx, "checked shm allreduce", dt, op));
+  if (ctx->world < 2) {
+    if (dst != src && count > 0) memcpy(dst, src, count * A.es);
+    return COLL_OK;
+  }
+  A.check = d;
+  return run_rounds(&A, src, dst, count);
+}
+
+coll_status_t coll__agree_shm(const coll_algo_ctx_t *ctx,
+                              const coll_desc_t *d) {
+  shm_ar_t A;
+  const coll_t_shared_t *sh = coll__t_shared(ctx->t);
+  uint64_t round;
+  int b;
+  coll_status_t s;
+  if (ctx->world < 2) return COLL_OK;
+  coll__algo_run_init(&A.run, ctx, "shm agree", ALGO_PH_SHM);
+  A.sh = sh;
   A.tctx = ctx->t->ctx;
-  A.es = coll_dtype_size(dt);
   A.rank = ctx->rank;
   A.world = ctx->world;
-  if (A.sh == NULL)
+  A.check = d;
+  if (sh == NULL)
     return coll__err(COLL_ERR_INTERNAL,
-                     "shm allreduce: the transport maps no shared memory");
-  A.fn = coll__algo_kernel(A.run.what, dt, op);
-  if (A.fn == NULL) return COLL_ERR_INVALID_ARG;
-  if (count == 0 || ctx->world < 2) return COLL_OK;
-  per_round = A.sh->slot_bytes / A.es;
-  /* Every round of this call runs in one mode, chosen from the whole
-   * size: the same on every rank. */
-  whole = count * A.es <= SHM_WHOLE_MAX;
-  while (done < count) {
-    size_t n = count - done < per_round ? count - done : per_round;
-    COLL_CHECK(round_run(&A, (char *)buf + done * A.es, n, whole));
-    done += n;
-  }
-  return coll__algo_done(&A.run);
+                     "shm agree: the transport maps no shared memory");
+  round = sh->next_round(A.tctx);
+  b = (int)(round & 1);
+  if (round > 2)
+    COLL_CHECK(wait_flag(&A, COLL_T_FLAG_OUT, round - 2, "note free"));
+  note_write(&A, b, 0);
+  sh->post(A.tctx, COLL_T_FLAG_IN, round);
+  COLL_CHECK(wait_flag(&A, COLL_T_FLAG_IN, round, "notes"));
+  s = note_check(&A, b);
+  sh->post(A.tctx, COLL_T_FLAG_OUT, round);
+  return s;
 }

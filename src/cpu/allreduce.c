@@ -88,13 +88,48 @@ static coll_status_t checked(coll_cpu_t *cpu, const coll_work_t *w,
   return COLL_OK;
 }
 
-/* 1 if the allreduce w takes the checked small path. */
+/* 1 if the allreduce w takes the checked small path. Not where the ranks
+ * share memory: there every check is a round of notes (cpu_util.c), and
+ * the shared-memory allreduce folds it in (use_shm_checked). */
 static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
   size_t bytes =
       w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
   return cpu->check_mismatch && cpu->comm->world > 1 && w->count > 0 &&
-         bytes <= COLL_AGREE_PAYLOAD_MAX && !use_two_level(cpu, bytes) &&
-         !use_ring(cpu, bytes) && !use_shm(cpu, bytes);
+         bytes <= COLL_AGREE_PAYLOAD_MAX && coll__t_shared(cpu->t) == NULL &&
+         !use_two_level(cpu, bytes) && !use_ring(cpu, bytes);
+}
+
+/* 1 if the allreduce w runs the shared-memory allreduce with the check in
+ * its first round: whenever it runs the shared-memory allreduce at all,
+ * so that a rank passing count 0 (or any other size) meets the others in
+ * that round. */
+static int use_shm_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
+  size_t bytes =
+      w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
+  return cpu->check_mismatch && cpu->comm->world > 1 && use_shm(cpu, bytes);
+}
+
+/* The shared-memory allreduce with the check folded in; recv is written
+ * only on success. */
+static coll_status_t shm_checked(coll_cpu_t *cpu, const coll_work_t *w,
+                                 const coll_desc_t *d) {
+  coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
+  coll_op_t aop = w->op == COLL_AVG ? COLL_SUM : w->op;
+  const void *src = w->send != NULL ? w->send : w->recv;
+  void *out = w->recv;
+  coll_algo_ctx_t ctx;
+  if (wdt != w->dtype && w->count > 0) {
+    out = coll__scratch_get(&cpu->work, w->count * coll_dtype_size(wdt));
+    if (out == NULL) return COLL_ERR_NO_MEMORY;
+    coll__widen_8bit(w->dtype, out, src, w->count);
+    src = out;
+  }
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(
+      coll__allreduce_shm_checked(&ctx, d, src, out, w->count, wdt, aop));
+  if (w->count > 0)
+    coll__cpu_finish(cpu, w->recv, out, w->count, w->dtype, w->op);
+  return COLL_OK;
 }
 
 /* Allreduce in place of a host buffer with the numerics of DESIGN 3.5:
@@ -184,6 +219,7 @@ coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w) {
                     .op = (int32_t)w->op,
                     .root = -1,
                     .count = (uint64_t)w->count};
+  if (use_shm_checked(cpu, w)) return shm_checked(cpu, w, &d);
   if (use_checked(cpu, w)) return checked(cpu, w, &d);
   COLL_CHECK(coll__cpu_agree(cpu, &d));
   if (w->send != w->recv && w->count > 0)

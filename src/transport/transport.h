@@ -73,6 +73,7 @@ struct coll_transport {
  * on every rank alike: ranks run the same collectives in the same order.
  * One thread per endpoint. */
 enum { COLL_T_FLAG_IN = 0, COLL_T_FLAG_RED = 1, COLL_T_FLAG_OUT = 2 };
+#define COLL_T_NOTE_BYTES 64
 typedef struct coll_t_shared {
   size_t slot_bytes; /* a multiple of 64 */
   /* Rank r's slot / result area of buffer b (0 or 1). */
@@ -89,6 +90,10 @@ typedef struct coll_t_shared {
    * COLL_ERR_TIMEOUT, with a text; the caller then fails the transport. */
   coll_status_t (*wait_all)(void *ctx, int which, uint64_t v,
                             int64_t deadline_ms);
+  /* Rank r's note of buffer b: COLL_T_NOTE_BYTES that only it writes, and
+   * that every rank can read once it saw r's IN flag of the round (the
+   * descriptor check folded into algo/allreduce_shm.c). */
+  void *(*note)(void *ctx, int r, int b);
 } coll_t_shared_t;
 
 /* Records the transport's shared memory. One thread, right after

@@ -41,6 +41,11 @@ static void *coll_result(void *ctx, int r, int b) {
          (size_t)(2 + b) * SHM_COLL_SLOT;
 }
 
+static void *coll_note(void *ctx, int r, int b) {
+  shm_ep_t *ep = ctx;
+  return ((shm_hdr_t *)region_of(ep, r))->coll_note[b];
+}
+
 static uint64_t next_round(void *ctx) {
   shm_ep_t *ep = ctx;
   return ++ep->coll_round;
@@ -71,6 +76,19 @@ static int behind(const shm_ep_t *ep, int p, int which, uint64_t v) {
 static int first_behind(const shm_ep_t *ep, int which, uint64_t v) {
   for (int p = 0; p < ep->world; p++)
     if (behind(ep, p, which, v)) return p;
+  return -1;
+}
+
+/* A peer that left the round unfinished: gone (aborted or failed) before
+ * it posted OUT for round v. Its flags may all be there, but it gave up on
+ * the collective, so this rank must not finish it either. -1 if none. */
+static int gone_mid_round(const shm_ep_t *ep, uint64_t v) {
+  for (int p = 0; p < ep->world; p++) {
+    shm_hdr_t *h = ep->peers[p].region;
+    if (p != ep->rank && atomic_load_explicit(&h->gone, memory_order_acquire) &&
+        atomic_load_explicit(&h->coll_out, memory_order_acquire) < v)
+      return p;
+  }
   return -1;
 }
 
@@ -158,7 +176,10 @@ static coll_status_t wait_slow(shm_ep_t *ep, int which, uint64_t v,
     int p = first_behind(ep, which, v);
     int64_t left;
     coll_status_t s;
-    if (p < 0) return COLL_OK;
+    if (p < 0) {
+      p = gone_mid_round(ep, v);
+      return p < 0 ? COLL_OK : check(ep, p);
+    }
     for (int q = p; q < ep->world; q++)
       if (q == p || behind(ep, q, which, v)) {
         s = check(ep, q);
@@ -191,9 +212,11 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
   if (first_behind(ep, which, v) < 0) {
     /* Everyone is there, but this endpoint may have closed meanwhile: the
      * caller must not go on as if nothing happened. */
-    if (!atomic_load_explicit(&ep->aborted, memory_order_relaxed))
-      return COLL_OK;
-    return check(ep, ep->rank == 0 ? 1 : 0);
+    int p;
+    if (atomic_load_explicit(&ep->aborted, memory_order_relaxed))
+      return check(ep, ep->rank == 0 ? 1 : 0);
+    p = gone_mid_round(ep, v);
+    return p < 0 ? COLL_OK : check(ep, p);
   }
   atomic_fetch_add(&ep->flag_waiters, 1);
   s = wait_slow(ep, which, v, deadline_ms);
@@ -208,4 +231,5 @@ const coll_t_shared_t coll__shm_shared = {
     .next_round = next_round,
     .post = post,
     .wait_all = wait_all,
+    .note = coll_note,
 };

@@ -29,7 +29,7 @@
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
-#define SHM_VERSION 3u
+#define SHM_VERSION 4u
 
 /* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
  * cell, and big messages move in copies large enough to run near memcpy
@@ -118,6 +118,10 @@ typedef struct shm_hdr {
   _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_in;
   _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_red;
   _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_out;
+  /* What this rank says about its collective in a round (the descriptor
+   * the check compares), one per buffer; written before coll_in, by this
+   * rank alone. */
+  _Alignas(SHM_CACHE_LINE) unsigned char coll_note[2][COLL_T_NOTE_BYTES];
 } shm_hdr_t;
 
 /* Sizes of a region for `world` ranks: every rank computes the same. */
