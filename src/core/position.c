@@ -2,7 +2,10 @@
 /* position.c: writing and reading a comm's position (a seqlock). */
 #include "core/position.h"
 
+#include <sched.h>
 #include <string.h>
+
+#include "core/clock.h"
 
 /* meta: kind | op << 8 | dtype << 16 | in_call << 24 | (root + 1) << 32 */
 static uint64_t pack_meta(int kind, int op, int dtype, int in_call, int root) {
@@ -60,23 +63,34 @@ void coll__pos_p2p(coll_pos_t *p, int kind, int peer, uint32_t tag) {
                         memory_order_relaxed);
 }
 
+/* A writer holds ver odd for a few stores, once per collective; a reader
+ * that sees it mid-write spins, then yields the core (the writer may be
+ * waiting for it), and gives up after READ_GIVE_UP_MS: a process that died
+ * or stopped mid-write leaves ver odd in shared memory for good. */
+#define READ_SPINS 1000
+#define READ_GIVE_UP_MS 200
+
 void coll__pos_read(const coll_pos_t *p, coll_pos_snap_t *out) {
   uint64_t v0, v1, seq, count, meta, w;
-  int tries = 0;
+  int64_t give_up = -1;
+  int tries = 0, settled;
   coll_pos_t *q = (coll_pos_t *)p; /* atomics are read through non-const */
-  do {
+  for (;;) {
     v0 = atomic_load_explicit(&q->ver, memory_order_acquire);
     seq = atomic_load_explicit(&q->seq, memory_order_acquire);
     count = atomic_load_explicit(&q->count, memory_order_acquire);
     meta = atomic_load_explicit(&q->meta, memory_order_acquire);
     v1 = atomic_load_explicit(&q->ver, memory_order_relaxed);
-    /* A writer changes it for a few stores, once per collective: a
-     * reader that keeps losing the race is unheard of. It stops anyway
-     * (a process that died mid-write leaves ver odd in shared memory), and
-     * then reports what it read. */
-  } while ((v0 != v1 || (v0 & 1)) && ++tries < 1000000);
+    settled = v0 == v1 && !(v0 & 1);
+    if (settled) break;
+    if (++tries < READ_SPINS) continue;
+    if (give_up < 0) give_up = coll__now_ms() + READ_GIVE_UP_MS;
+    if (coll__now_ms() >= give_up) break;
+    sched_yield();
+  }
   w = atomic_load_explicit(&q->p2p, memory_order_relaxed);
   memset(out, 0, sizeof *out);
+  out->unsettled = !settled;
   out->seq = seq;
   out->count = count;
   out->kind = (int)(meta & 0xff);

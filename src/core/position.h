@@ -32,6 +32,10 @@ typedef struct coll_pos_snap {
   int p2p;     /* COLL_POS_P2P_*: the point-to-point call it waits in */
   int p2p_peer;
   uint32_t p2p_tag;
+  /* 1: the writer stayed mid-write for the whole read (stopped or dead
+   * there, or descheduled for long): the collective fields may mix two
+   * collectives. */
+  int unsettled;
 } coll_pos_snap_t;
 
 typedef struct coll_pos {
