@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "reduce/half.h"
+#include "reduce/reduce.h"
 #include "test_util.h"
 
 int bt_store_setup(void **state) {
@@ -229,4 +231,101 @@ void bt_expect_same_failure(const coll_status_t *s,
 
 void bt_must_contain(const char *text, const char *part) {
   if (strstr(text, part) == NULL) fail_msg("'%s' is not in: %s", part, text);
+}
+
+/* ---- values for the shared-memory tests --------------------------------- */
+
+static uint32_t mix(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+/* Seed r's element i: floats of magnitudes that differ by rank (so the
+ * order of the sum shows in the bits), near 1 for PROD; small integers for
+ * an integer PROD, so that it neither overflows nor is always 0. */
+void bt_fill_values(void *buf, coll_dtype_t dt, coll_op_t op, int r, size_t n) {
+  static const float mag[4] = {1.0f, 1000.0f, 0.001f, 7.0f};
+  for (size_t i = 0; i < n; i++) {
+    uint32_t h = mix((uint32_t)i * 2654435761u + (uint32_t)r * 40503u + 1u);
+    float f = ((float)(h % 2000001u) / 1000000.0f - 1.0f);
+    float v = op == COLL_PROD ? 1.0f + f / 4.0f : f * mag[r % 4];
+    int64_t k =
+        op == COLL_PROD ? (int64_t)(h % 5u) - 2 : (int64_t)(h % 2001u) - 1000;
+    switch (dt) {
+      case COLL_F16: ((uint16_t *)buf)[i] = coll__f2h(v / 16.0f); break;
+      case COLL_BF16: ((uint16_t *)buf)[i] = coll__f2bf(v); break;
+      case COLL_F32: ((float *)buf)[i] = v; break;
+      case COLL_F64: ((double *)buf)[i] = (double)v * (1.0 + 1e-9 * r); break;
+      case COLL_I8:
+        ((int8_t *)buf)[i] =
+            (int8_t)(op == COLL_PROD ? k : (int64_t)(h % 255u) - 127);
+        break;
+      case COLL_U8:
+        ((uint8_t *)buf)[i] =
+            (uint8_t)(op == COLL_PROD ? (uint64_t)(h % 3u) : h % 256u);
+        break;
+      case COLL_I32: ((int32_t *)buf)[i] = (int32_t)k; break;
+      case COLL_I64: ((int64_t *)buf)[i] = k * 1000003; break;
+      default: break;
+    }
+  }
+}
+
+/* What a rank must hold: block `block` of every rank's values (seed
+ * r + 4 * block for rank r: bt_fill_values) combined in rank order with
+ * the scalar kernel, in the dtype the CPU backend works in (8-bit SUM and
+ * AVG widened), then finished as the backend does (narrowed, scaled). */
+int bt_reference(void *want, coll_dtype_t dt, coll_op_t op, int world,
+                 int block, size_t n) {
+  int wide =
+      (dt == COLL_I8 || dt == COLL_U8) && (op == COLL_SUM || op == COLL_AVG);
+  coll_dtype_t wdt = wide ? COLL_I32 : dt;
+  coll_op_t aop = op == COLL_AVG ? COLL_SUM : op;
+  size_t es = coll_dtype_size(dt), wes = coll_dtype_size(wdt);
+  coll_reduce_fn_t fn = coll__reduce_fn_scalar(wdt, aop);
+  char *acc = malloc(n * wes + 1), *in = malloc(n * es + 1);
+  char *win = malloc(n * wes + 1);
+  if (fn == NULL || acc == NULL || in == NULL || win == NULL) {
+    free(acc);
+    free(in);
+    free(win);
+    return -1;
+  }
+  for (int r = 0; r < world; r++) {
+    bt_fill_values(in, dt, op, r + 4 * block, n);
+    if (wide)
+      coll__widen_8bit(dt, (int32_t *)win, in, n);
+    else
+      memcpy(win, in, n * es);
+    if (r == 0)
+      memcpy(acc, win, n * wes);
+    else
+      fn(acc, win, n);
+  }
+  if (wide)
+    coll__narrow_8bit(dt, op, want, (const int32_t *)acc, n, world);
+  else if (op != COLL_AVG ||
+           coll__scale_copy(dt, want, acc, n, 1.0 / world) != 0) {
+    memcpy(want, acc, n * es);
+    if (op == COLL_AVG) coll__int_div(dt, want, n, world);
+  }
+  free(acc);
+  free(in);
+  free(win);
+  return 0;
+}
+
+void bt_launch_env(int rank, int world, int port) {
+  char v[32];
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("RANK", v, 1);
+  snprintf(v, sizeof v, "%d", world);
+  setenv("WORLD_SIZE", v, 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(v, sizeof v, "%d", port);
+  setenv("MASTER_PORT", v, 1);
+  setenv("COLL_BACKEND", "cpu", 1);
 }

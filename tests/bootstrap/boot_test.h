@@ -62,4 +62,22 @@ pid_t bt_fork(int (*fn)(void *), void *arg);
  * killing it when it did not finish (a hang is a failure). */
 int bt_wait_child(pid_t pid, int64_t timeout_ms);
 
+/* n values of dt for seed r (a rank, or a rank's block): floats whose
+ * magnitudes differ by seed, so the order of a sum shows in the bits;
+ * near 1 for PROD; small integers, so an integer PROD neither overflows
+ * nor is always 0. */
+void bt_fill_values(void *buf, coll_dtype_t dt, coll_op_t op, int r, size_t n);
+/* Into want (n elements of dt): block `block` of every rank's values
+ * (seed r + 4 * block for rank r) combined in rank order with the scalar
+ * kernel, in the dtype the CPU backend works in (8-bit SUM and AVG
+ * widened), finished as the backend does (narrowed, scaled): what a rank
+ * holds after an allreduce (block 0) or its reduce-scatter block. 0, or
+ * -1 out of memory. */
+int bt_reference(void *want, coll_dtype_t dt, coll_op_t op, int world,
+                 int block, size_t n);
+/* The environment coll_comm_init_env reads for a forked rank on
+ * 127.0.0.1:port of a CPU comm: RANK, WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT, COLL_BACKEND=cpu. */
+void bt_launch_env(int rank, int world, int port);
+
 #endif

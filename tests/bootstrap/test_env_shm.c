@@ -179,16 +179,8 @@ static int rank_main(void *p) {
   job_t *j = p;
   rank_out_t *o = &j->out[j->rank];
   coll_comm_t *c = NULL;
-  char v[32];
   coll_status_t s;
-  snprintf(v, sizeof v, "%d", j->rank);
-  setenv("RANK", v, 1);
-  snprintf(v, sizeof v, "%d", j->world);
-  setenv("WORLD_SIZE", v, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", j->port);
-  setenv("MASTER_PORT", v, 1);
-  setenv("COLL_BACKEND", "cpu", 1);
+  bt_launch_env(j->rank, j->world, j->port);
   setenv("COLL_TIMEOUT_MS", "30000", 1);
   if (j->mode != NULL)
     setenv("COLL_TRANSPORT", j->mode, 1);

@@ -65,88 +65,6 @@ static void fail_out(rank_out_t *o, coll_status_t s, const char *fmt, ...) {
 
 /* ---- values and the serial reference -------------------------------- */
 
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  return x ^ (x >> 16);
-}
-
-/* Rank r's element i: floats of magnitudes that differ by rank (so the
- * order of the sum shows in the bits), near 1 for PROD; small integers for
- * an integer PROD, so that it neither overflows nor is always 0. */
-static void fill(void *buf, coll_dtype_t dt, coll_op_t op, int r, size_t n) {
-  static const float mag[4] = {1.0f, 1000.0f, 0.001f, 7.0f};
-  for (size_t i = 0; i < n; i++) {
-    uint32_t h = mix((uint32_t)i * 2654435761u + (uint32_t)r * 40503u + 1u);
-    float f = ((float)(h % 2000001u) / 1000000.0f - 1.0f);
-    float v = op == COLL_PROD ? 1.0f + f / 4.0f : f * mag[r % 4];
-    int64_t k =
-        op == COLL_PROD ? (int64_t)(h % 5u) - 2 : (int64_t)(h % 2001u) - 1000;
-    switch (dt) {
-      case COLL_F16: ((uint16_t *)buf)[i] = coll__f2h(v / 16.0f); break;
-      case COLL_BF16: ((uint16_t *)buf)[i] = coll__f2bf(v); break;
-      case COLL_F32: ((float *)buf)[i] = v; break;
-      case COLL_F64: ((double *)buf)[i] = (double)v * (1.0 + 1e-9 * r); break;
-      case COLL_I8:
-        ((int8_t *)buf)[i] =
-            (int8_t)(op == COLL_PROD ? k : (int64_t)(h % 255u) - 127);
-        break;
-      case COLL_U8:
-        ((uint8_t *)buf)[i] =
-            (uint8_t)(op == COLL_PROD ? (uint64_t)(h % 3u) : h % 256u);
-        break;
-      case COLL_I32: ((int32_t *)buf)[i] = (int32_t)k; break;
-      case COLL_I64: ((int64_t *)buf)[i] = k * 1000003; break;
-      default: break;
-    }
-  }
-}
-
-/* What every rank must hold: the ranks' values combined in rank order with
- * the scalar kernel, in the dtype the CPU backend works in (8-bit SUM and
- * AVG widened), then finished as the backend does (narrowed, scaled). */
-static int reference(void *want, coll_dtype_t dt, coll_op_t op, int world,
-                     size_t n) {
-  int wide =
-      (dt == COLL_I8 || dt == COLL_U8) && (op == COLL_SUM || op == COLL_AVG);
-  coll_dtype_t wdt = wide ? COLL_I32 : dt;
-  coll_op_t aop = op == COLL_AVG ? COLL_SUM : op;
-  size_t es = coll_dtype_size(dt), wes = coll_dtype_size(wdt);
-  coll_reduce_fn_t fn = coll__reduce_fn_scalar(wdt, aop);
-  char *acc = malloc(n * wes + 1), *in = malloc(n * es + 1);
-  char *win = malloc(n * wes + 1);
-  if (fn == NULL || acc == NULL || in == NULL || win == NULL) {
-    free(acc);
-    free(in);
-    free(win);
-    return -1;
-  }
-  for (int r = 0; r < world; r++) {
-    fill(in, dt, op, r, n);
-    if (wide)
-      coll__widen_8bit(dt, (int32_t *)win, in, n);
-    else
-      memcpy(win, in, n * es);
-    if (r == 0)
-      memcpy(acc, win, n * wes);
-    else
-      fn(acc, win, n);
-  }
-  if (wide)
-    coll__narrow_8bit(dt, op, want, (const int32_t *)acc, n, world);
-  else if (op != COLL_AVG ||
-           coll__scale_copy(dt, want, acc, n, 1.0 / world) != 0) {
-    memcpy(want, acc, n * es);
-    if (op == COLL_AVG) coll__int_div(dt, want, n, world);
-  }
-  free(acc);
-  free(in);
-  free(win);
-  return 0;
-}
-
 /* ---- the ranks --------------------------------------------------------- */
 
 /* TEST_QUICK=1 (CI's sanitizer stages): sizes of a slot and more run
@@ -181,11 +99,11 @@ static void numerics(coll_comm_t *c, int rank, int world, rank_out_t *o) {
         int in_place = (int)((b + k) & 1);
         coll_status_t s;
         if (mine == NULL || got == NULL || want == NULL ||
-            reference(want, dt, op, world, n) != 0) {
+            bt_reference(want, dt, op, world, 0, n) != 0) {
           fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
           goto next;
         }
-        fill(mine, dt, op, rank, n);
+        bt_fill_values(mine, dt, op, rank, n);
         if (in_place) memcpy(got, mine, n * es);
         s = coll_allreduce(c, in_place ? got : mine, got, n, dt, op, NULL);
         if (s != COLL_OK) {
@@ -196,7 +114,7 @@ static void numerics(coll_comm_t *c, int rank, int world, rank_out_t *o) {
         if (!in_place) {
           char *again = malloc(n * es);
           if (again != NULL) {
-            fill(again, dt, op, rank, n);
+            bt_fill_values(again, dt, op, rank, n);
             if (memcmp(again, mine, n * es) != 0)
               fail_out(o, COLL_OK, "%s %s %zu: the send buffer changed",
                        coll_dtype_name(dt), coll_op_name(op), n);
@@ -309,16 +227,8 @@ static int rank_main(void *p) {
   job_t *j = p;
   rank_out_t *o = &j->out[j->rank];
   coll_comm_t *c = NULL;
-  char v[32];
   coll_status_t s;
-  snprintf(v, sizeof v, "%d", j->rank);
-  setenv("RANK", v, 1);
-  snprintf(v, sizeof v, "%d", j->world);
-  setenv("WORLD_SIZE", v, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", j->port);
-  setenv("MASTER_PORT", v, 1);
-  setenv("COLL_BACKEND", "cpu", 1);
+  bt_launch_env(j->rank, j->world, j->port);
   setenv("COLL_TRANSPORT", "shm", 1);
   setenv("COLL_ALGO", "shm", 1);
   setenv("COLL_TIMEOUT_MS", j->kase == CASE_TIMEOUT ? "1000" : "30000", 1);

@@ -65,90 +65,8 @@ static int quick(void) {
 
 /* ---- values and the serial reference -------------------------------- */
 
-static uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  return x ^ (x >> 16);
-}
-
-/* Value `seed` element i: floats whose magnitudes differ by seed (so the
- * order of a sum shows in the bits), near 1 for PROD; small integers. */
-static void fill(void *buf, coll_dtype_t dt, coll_op_t op, int seed, size_t n) {
-  static const float mag[4] = {1.0f, 1000.0f, 0.001f, 7.0f};
-  for (size_t i = 0; i < n; i++) {
-    uint32_t h = mix((uint32_t)i * 2654435761u + (uint32_t)seed * 40503u + 1u);
-    float f = ((float)(h % 2000001u) / 1000000.0f - 1.0f);
-    float v = op == COLL_PROD ? 1.0f + f / 4.0f : f * mag[seed % 4];
-    int64_t k =
-        op == COLL_PROD ? (int64_t)(h % 5u) - 2 : (int64_t)(h % 2001u) - 1000;
-    switch (dt) {
-      case COLL_F16: ((uint16_t *)buf)[i] = coll__f2h(v / 16.0f); break;
-      case COLL_BF16: ((uint16_t *)buf)[i] = coll__f2bf(v); break;
-      case COLL_F32: ((float *)buf)[i] = v; break;
-      case COLL_F64:
-        ((double *)buf)[i] = (double)v * (1.0 + 1e-9 * seed);
-        break;
-      case COLL_I8:
-        ((int8_t *)buf)[i] =
-            (int8_t)(op == COLL_PROD ? k : (int64_t)(h % 255u) - 127);
-        break;
-      case COLL_U8:
-        ((uint8_t *)buf)[i] =
-            (uint8_t)(op == COLL_PROD ? (uint64_t)(h % 3u) : h % 256u);
-        break;
-      case COLL_I32: ((int32_t *)buf)[i] = (int32_t)k; break;
-      case COLL_I64: ((int64_t *)buf)[i] = k * 1000003; break;
-      default: break;
-    }
-  }
-}
-
-/* The seed of rank r's block d in a reduce-scatter. */
+/* The seed of rank r's block d in a reduce-scatter (as bt_reference). */
 static int rs_seed(int r, int d) { return r + 4 * d; }
-
-/* What rank `self` must hold after a reduce-scatter: every rank's block
- * self combined in rank order with the scalar kernel, in the dtype the
- * CPU backend works in (8-bit SUM and AVG widened), finished as the
- * backend does (narrowed, scaled). */
-static int rs_reference(void *want, coll_dtype_t dt, coll_op_t op, int world,
-                        int self, size_t n) {
-  int wide =
-      (dt == COLL_I8 || dt == COLL_U8) && (op == COLL_SUM || op == COLL_AVG);
-  coll_dtype_t wdt = wide ? COLL_I32 : dt;
-  coll_op_t aop = op == COLL_AVG ? COLL_SUM : op;
-  size_t es = coll_dtype_size(dt), wes = coll_dtype_size(wdt);
-  coll_reduce_fn_t fn = coll__reduce_fn_scalar(wdt, aop);
-  char *acc = malloc(n * wes + 1), *in = malloc(n * es + 1);
-  char *win = malloc(n * wes + 1);
-  int rc = -1;
-  if (fn == NULL || acc == NULL || in == NULL || win == NULL) goto out;
-  for (int r = 0; r < world; r++) {
-    fill(in, dt, op, rs_seed(r, self), n);
-    if (wide)
-      coll__widen_8bit(dt, (int32_t *)win, in, n);
-    else
-      memcpy(win, in, n * es);
-    if (r == 0)
-      memcpy(acc, win, n * wes);
-    else
-      fn(acc, win, n);
-  }
-  if (wide)
-    coll__narrow_8bit(dt, op, want, (const int32_t *)acc, n, world);
-  else if (op != COLL_AVG ||
-           coll__scale_copy(dt, want, acc, n, 1.0 / world) != 0) {
-    memcpy(want, acc, n * es);
-    if (op == COLL_AVG) coll__int_div(dt, want, n, world);
-  }
-  rc = 0;
-out:
-  free(acc);
-  free(in);
-  free(win);
-  return rc;
-}
 
 /* ---- the ranks --------------------------------------------------------- */
 
@@ -187,7 +105,7 @@ static void broadcasts(coll_comm_t *c, int rank, int world, rank_out_t *o) {
       if (buf == NULL || want == NULL) {
         fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
       } else {
-        fill(want, COLL_U8, COLL_SUM, 50 + root, n);
+        bt_fill_values(want, COLL_U8, COLL_SUM, 50 + root, n);
         if (rank == root)
           memcpy(buf, want, n);
         else
@@ -219,9 +137,10 @@ static void allgathers(coll_comm_t *c, int rank, int world, rank_out_t *o) {
       fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
       goto next;
     }
-    for (int r = 0; r < world; r++) fill(want + r * n, COLL_U8, COLL_SUM, r, n);
+    for (int r = 0; r < world; r++)
+      bt_fill_values(want + r * n, COLL_U8, COLL_SUM, r, n);
     memset(all, 0xee, n * (size_t)world);
-    fill(mine, COLL_U8, COLL_SUM, rank, n);
+    bt_fill_values(mine, COLL_U8, COLL_SUM, rank, n);
     if (in_place) memcpy(all + (size_t)rank * n, mine, n);
     s = coll_allgather(c, in_place ? all + (size_t)rank * n : mine, all, n,
                        COLL_U8, NULL);
@@ -258,12 +177,13 @@ static void reduce_scatters(coll_comm_t *c, int rank, int world,
         got = malloc(n * es);
         want = malloc(n * es);
         if (send == NULL || again == NULL || got == NULL || want == NULL ||
-            rs_reference(want, dt, op, world, rank, n) != 0) {
+            bt_reference(want, dt, op, world, rank, n) != 0) {
           fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
           goto next;
         }
         for (int r = 0; r < world; r++)
-          fill(send + (size_t)r * n * es, dt, op, rs_seed(rank, r), n);
+          bt_fill_values(send + (size_t)r * n * es, dt, op, rs_seed(rank, r),
+                         n);
         memcpy(again, send, n * es * (size_t)world);
         s = coll_reduce_scatter(c, send, got, n, dt, op, NULL);
         if (s != COLL_OK)
@@ -370,16 +290,8 @@ static int rank_main(void *p) {
   job_t *j = p;
   rank_out_t *o = &j->out[j->rank];
   coll_comm_t *c = NULL;
-  char v[32];
   coll_status_t s;
-  snprintf(v, sizeof v, "%d", j->rank);
-  setenv("RANK", v, 1);
-  snprintf(v, sizeof v, "%d", j->world);
-  setenv("WORLD_SIZE", v, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", j->port);
-  setenv("MASTER_PORT", v, 1);
-  setenv("COLL_BACKEND", "cpu", 1);
+  bt_launch_env(j->rank, j->world, j->port);
   setenv("COLL_TRANSPORT", "shm", 1);
   unsetenv("COLL_ALGO");
   setenv("COLL_TIMEOUT_MS", "30000", 1);
