@@ -200,24 +200,6 @@ static int req_done(tcp_req_t *r) {
   return atomic_load_explicit(&r->done, memory_order_acquire);
 }
 
-/* Moves r's connection along in r's direction, from the caller's thread. */
-static void drive(tcp_req_t *r) {
-  tcp_conn_t *c = r->conn;
-  char why[TCP_WHY_MAX];
-  tcp_ev_t ev;
-  if (c->fd < 0) return;
-  if (r->kind == TCP_REQ_RECV) {
-    uv_mutex_lock(&c->rmu);
-    ev = coll__tcp_rx_progress(c, 0, why);
-    uv_mutex_unlock(&c->rmu);
-  } else {
-    uv_mutex_lock(&c->smu);
-    ev = coll__tcp_tx_progress(c, why);
-    uv_mutex_unlock(&c->smu);
-  }
-  coll__tcp_handle_ev(c, ev, why);
-}
-
 /* Milliseconds for poll() until the deadline (ns, 0: none). */
 static int poll_ms(uint64_t end) {
   uint64_t now = coll__now_ns();
@@ -297,6 +279,12 @@ static void drive_conn(tcp_conn_t *c, int rd, int wr) {
     uv_mutex_unlock(&c->rmu);
     coll__tcp_handle_ev(c, ev, why);
   }
+}
+
+/* Moves r's connection along in r's direction, from the caller's thread. */
+static void drive(tcp_req_t *r) {
+  if (r->conn->fd >= 0)
+    drive_conn(r->conn, r->kind == TCP_REQ_RECV, r->kind == TCP_REQ_SEND);
 }
 
 /* Drives r to completion on this thread until the deadline, and with it
