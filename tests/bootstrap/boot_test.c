@@ -318,6 +318,16 @@ int bt_reference(void *want, coll_dtype_t dt, coll_op_t op, int world,
   return 0;
 }
 
+void bt_fail_out(int *status, char *msg, size_t cap, coll_status_t s,
+                 const char *fmt, ...) {
+  va_list ap;
+  if (*status != 0) return;
+  *status = s == COLL_OK ? -1 : (int)s;
+  va_start(ap, fmt);
+  vsnprintf(msg, cap, fmt, ap);
+  va_end(ap);
+}
+
 void bt_launch_env(int rank, int world, int port) {
   char v[32];
   snprintf(v, sizeof v, "%d", rank);

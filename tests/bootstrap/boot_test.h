@@ -75,6 +75,11 @@ void bt_fill_values(void *buf, coll_dtype_t dt, coll_op_t op, int r, size_t n);
  * -1 out of memory. */
 int bt_reference(void *want, coll_dtype_t dt, coll_op_t op, int world,
                  int block, size_t n);
+/* A forked rank's first failure, for the parent to read: sets *status
+ * (s, or -1 for a wrong result when s is COLL_OK) and msg, unless a
+ * failure was recorded before. */
+void bt_fail_out(int *status, char *msg, size_t cap, coll_status_t s,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The environment coll_comm_init_env reads for a forked rank on
  * 127.0.0.1:port of a CPU comm: RANK, WORLD_SIZE, MASTER_ADDR,
  * MASTER_PORT, COLL_BACKEND=cpu. */

@@ -46,16 +46,9 @@ typedef struct job {
   int rank;
 } job_t;
 
-static void fail_out(rank_out_t *o, coll_status_t s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail_out(rank_out_t *o, coll_status_t s, const char *fmt, ...) {
-  va_list ap;
-  if (o->status != 0) return;
-  o->status = s == COLL_OK ? -1 : (int)s;
-  va_start(ap, fmt);
-  vsnprintf(o->msg, sizeof o->msg, fmt, ap);
-  va_end(ap);
-}
+/* The rank's first failure (boot_test.h). */
+#define fail_out(o, s, ...) \
+  bt_fail_out(&(o)->status, (o)->msg, sizeof(o)->msg, s, __VA_ARGS__)
 
 static int32_t value(int rank, size_t i) {
   return (int32_t)((uint32_t)(rank + 1) * 2654435761u + (uint32_t)i * 40503u);

@@ -56,16 +56,9 @@ typedef struct job {
   rank_out_t *out;
 } job_t;
 
-static void fail_out(rank_out_t *o, coll_status_t s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail_out(rank_out_t *o, coll_status_t s, const char *fmt, ...) {
-  va_list ap;
-  if (o->status != 0) return;
-  o->status = s == COLL_OK ? -1 : (int)s;
-  va_start(ap, fmt);
-  vsnprintf(o->msg, sizeof o->msg, fmt, ap);
-  va_end(ap);
-}
+/* The rank's first failure (boot_test.h). */
+#define fail_out(o, s, ...) \
+  bt_fail_out(&(o)->status, (o)->msg, sizeof(o)->msg, s, __VA_ARGS__)
 
 /* Rank r's element i: small integers, so the f32 sum is exact and its
  * serial reference in rank order is the same bits. */
