@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "algo/agree.h"
-#include "algo/algo_util.h"
+#include "algo/shm_round.h"
 
 /* Up to this many bytes in all, every rank reduces the whole piece.
  * Measured (coll-perf, f32 SUM in place, COLL_CHECK_MISMATCH=0, processes
@@ -54,7 +54,7 @@
 #define SHM_WHOLE_MAX (64u * 1024u)
 
 typedef struct shm_ar {
-  algo_run_t run;
+  shm_run_t S; /* the round protocol (shm_round.h) */
   const coll_t_shared_t *sh;
   void *tctx;
   coll_reduce_fn_t fn;
@@ -68,16 +68,6 @@ typedef struct shm_ar {
  * allreduce's data (1) or only the check (0). */
 #define NOTE_DATA COLL_AGREE_DESC_BYTES
 #define NOTE_BYTES (COLL_AGREE_DESC_BYTES + 1)
-
-static coll_status_t wait_flag(shm_ar_t *A, int which, uint64_t round,
-                               const char *what) {
-  coll_status_t s =
-      A->sh->wait_all(A->tctx, which, round, A->run.ctx->deadline_ms);
-  if (s != COLL_OK)
-    return coll__algo_fail(&A->run, s, "round %llu, %s",
-                           (unsigned long long)round, what);
-  return COLL_OK;
-}
 
 /* Reduces n elements at offset `off` (bytes) of every rank's slot b into
  * dst, in rank order. */
@@ -140,7 +130,7 @@ static coll_status_t note_check(shm_ar_t *A, int b) {
   }
   for (r = 0; r < A->world; r++)
     coll__desc_unpack(A->sh->note(A->tctx, r, b), &all[r]);
-  s = coll__agree_seen(A->run.ctx, all, A->check);
+  s = coll__agree_seen(A->S.run.ctx, all, A->check);
   free(all);
   return s;
 }
@@ -151,20 +141,19 @@ static coll_status_t note_check(shm_ar_t *A, int b) {
 static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
                                size_t n, int whole) {
   const coll_t_shared_t *sh = A->sh;
-  uint64_t round = sh->next_round(A->tctx);
-  int b = (int)(round & 1);
   size_t bytes = n * A->es;
-  if (round > 2)
-    COLL_CHECK(wait_flag(A, COLL_T_FLAG_OUT, round - 2, "slot free"));
+  int b;
+  COLL_CHECK(coll__shm_round_next(&A->S));
+  b = A->S.b;
   if (bytes > 0) memcpy(sh->slot(A->tctx, A->rank, b), src, bytes);
   if (A->check != NULL) note_write(A, b, 1);
-  sh->post(A->tctx, COLL_T_FLAG_IN, round);
-  COLL_CHECK(wait_flag(A, COLL_T_FLAG_IN, round, "inputs"));
+  coll__shm_round_post(&A->S, COLL_T_FLAG_IN);
+  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_IN, "inputs"));
   if (A->check != NULL) {
     coll_status_t s = note_check(A, b);
     A->check = NULL;
     if (s != COLL_OK) {
-      sh->post(A->tctx, COLL_T_FLAG_OUT, round);
+      coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
       return s;
     }
   }
@@ -178,8 +167,8 @@ static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
     if (cnt > 0)
       reduce_in_order(A, (char *)sh->result(A->tctx, A->rank, b) + lo * A->es,
                       b, lo * A->es, cnt);
-    sh->post(A->tctx, COLL_T_FLAG_RED, round);
-    COLL_CHECK(wait_flag(A, COLL_T_FLAG_RED, round, "slices"));
+    coll__shm_round_post(&A->S, COLL_T_FLAG_RED);
+    COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_RED, "slices"));
     for (int r = 0; r < A->world; r++) {
       slice_of(A, n, r, &lo, &cnt);
       if (cnt > 0)
@@ -187,24 +176,21 @@ static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
                cnt * A->es);
     }
   }
-  sh->post(A->tctx, COLL_T_FLAG_OUT, round);
+  coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
   return COLL_OK;
 }
 
 /* Fills A for a call on ctx; COLL_OK, or why the call cannot run. */
 static coll_status_t setup(shm_ar_t *A, const coll_algo_ctx_t *ctx,
                            const char *what, coll_dtype_t dt, coll_op_t op) {
-  coll__algo_run_init(&A->run, ctx, what, ALGO_PH_SHM);
-  A->sh = coll__t_shared(ctx->t);
-  A->tctx = ctx->t->ctx;
+  COLL_CHECK(coll__shm_round_init(&A->S, ctx, what));
+  A->sh = A->S.sh;
+  A->tctx = A->S.tctx;
   A->es = coll_dtype_size(dt);
-  A->rank = ctx->rank;
-  A->world = ctx->world;
+  A->rank = A->S.self;
+  A->world = A->S.world;
   A->check = NULL;
-  if (A->sh == NULL)
-    return coll__err(COLL_ERR_INTERNAL,
-                     "%s: the transport maps no shared memory", what);
-  A->fn = coll__algo_kernel(A->run.what, dt, op);
+  A->fn = coll__algo_kernel(A->S.run.what, dt, op);
   if (A->fn == NULL) return COLL_ERR_INVALID_ARG;
   return COLL_OK;
 }
@@ -222,7 +208,7 @@ static coll_status_t run_rounds(shm_ar_t *A, const char *src, char *dst,
                          n > 0 ? dst + done * A->es : NULL, n, whole));
     done += n;
   } while (done < count);
-  return coll__algo_done(&A->run);
+  return coll__algo_done(&A->S.run);
 }
 
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
@@ -250,28 +236,19 @@ coll_status_t coll__allreduce_shm_checked(const coll_algo_ctx_t *ctx,
 coll_status_t coll__agree_shm(const coll_algo_ctx_t *ctx,
                               const coll_desc_t *d) {
   shm_ar_t A;
-  const coll_t_shared_t *sh = coll__t_shared(ctx->t);
-  uint64_t round;
-  int b;
   coll_status_t s;
   if (ctx->world < 2) return COLL_OK;
-  coll__algo_run_init(&A.run, ctx, "shm agree", ALGO_PH_SHM);
-  A.sh = sh;
-  A.tctx = ctx->t->ctx;
-  A.rank = ctx->rank;
-  A.world = ctx->world;
+  COLL_CHECK(coll__shm_round_init(&A.S, ctx, "shm agree"));
+  A.sh = A.S.sh;
+  A.tctx = A.S.tctx;
+  A.rank = A.S.self;
+  A.world = A.S.world;
   A.check = d;
-  if (sh == NULL)
-    return coll__err(COLL_ERR_INTERNAL,
-                     "shm agree: the transport maps no shared memory");
-  round = sh->next_round(A.tctx);
-  b = (int)(round & 1);
-  if (round > 2)
-    COLL_CHECK(wait_flag(&A, COLL_T_FLAG_OUT, round - 2, "note free"));
-  note_write(&A, b, 0);
-  sh->post(A.tctx, COLL_T_FLAG_IN, round);
-  COLL_CHECK(wait_flag(&A, COLL_T_FLAG_IN, round, "notes"));
-  s = note_check(&A, b);
-  sh->post(A.tctx, COLL_T_FLAG_OUT, round);
+  COLL_CHECK(coll__shm_round_next(&A.S));
+  note_write(&A, A.S.b, 0);
+  coll__shm_round_post(&A.S, COLL_T_FLAG_IN);
+  COLL_CHECK(coll__shm_round_wait(&A.S, COLL_T_FLAG_IN, "notes"));
+  s = note_check(&A, A.S.b);
+  coll__shm_round_post(&A.S, COLL_T_FLAG_OUT);
   return s;
 }
