@@ -26,6 +26,13 @@ typedef struct coll_shm_opts {
   const char *job_id;  /* checked when peers meet; non-NULL */
   const char *token;   /* shared secret, NULL or "" for none */
   int64_t deadline_ms; /* absolute bound on meeting every peer; < 0 none */
+  /* A host endpoint inside a larger comm (two-level collectives): names[i]
+   * is the comm rank of member i (rank and world above count members;
+   * names ascend, all below name_world). The endpoint then speaks comm
+   * ranks only: coll_transport_rank/size, the peers of isend and irecv,
+   * every text and every failure origin. NULL: members are the ranks. */
+  const int *names;
+  int name_world;
 } coll_shm_opts_t;
 
 /* Longest socket name as published text. */
