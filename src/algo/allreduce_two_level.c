@@ -11,7 +11,9 @@
  *
  * Per rank, 2(H-1)/H of a slice, 1/local of the buffer, crosses between
  * hosts, where the flat ring sends 2(n-1)/n of the buffer from every rank
- * and the `local` ranks of a host share its link.
+ * and the `local` ranks of a host share its link. Steps 1 and 3 run on the
+ * host endpoint (shared memory among the host's ranks) where the comm's
+ * transport has one, else on the comm's transport.
  *
  * Numerics: each element is first combined over the ranks of each host (in
  * the ring order of that host), then those per-host partial results over
@@ -67,12 +69,20 @@ coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
   h = ctx->rank / local;
   i = ctx->rank % local;
   host = *ctx;
+  /* Within the host, shared memory where the comm has it (the host
+   * endpoint speaks comm ranks, so positions map as on the comm's own). */
+  if (coll__t_host(ctx->t) != NULL) {
+    host.t = coll__t_host(ctx->t);
+    host.seg_bytes = coll__t_segment_bytes(host.t);
+  }
   host.rank = i;
   host.world = local;
   host.ranks = tp->order + h * local;
   host.pos = NULL;
   host.topo = NULL;
   cross = host;
+  cross.t = ctx->t;
+  cross.seg_bytes = ctx->seg_bytes;
   cross.rank = h;
   cross.world = tp->nhosts;
   cross.ranks = tp->column;

@@ -79,6 +79,7 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
 
 void coll_transport_destroy(coll_transport_t *t) {
   if (t == NULL) return;
+  coll_transport_destroy(t->host);
   t->ops.destroy(t->ctx);
   free(t->host_of);
   free(t);
@@ -233,16 +234,48 @@ void coll__t_set_shared(coll_transport_t *t, const coll_t_shared_t *sh) {
   t->shared = sh;
 }
 
+void coll__t_set_host(coll_transport_t *t, coll_transport_t *host) {
+  t->host = host;
+  if (host != NULL) host->parent = t;
+}
+
 void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
-void coll__t_fail(coll_transport_t *t, coll_status_t s) {
-  coll_origin_t o = coll__origin_local(t->rank, s);
-  if (s == COLL_ERR_TIMEOUT) coll__t_desync(t);
+static void fail_at(coll_transport_t *t, const coll_origin_t *o) {
   atomic_store(&t->aborted, 1);
   if (t->fail != NULL)
-    t->fail(t->ctx, &o);
+    t->fail(t->ctx, o);
   else
     t->ops.abort(t->ctx);
+}
+
+/* The comm's main endpoint fails first, so the peers on other hosts learn
+ * of it; its host endpoint then fails with the origin the main one holds
+ * (a comm rank: the host endpoint speaks comm ranks), so this host's ranks
+ * waiting in shared memory report the same failure as everyone else. */
+static void fail_tree(coll_transport_t *t, const coll_origin_t *o) {
+  coll_origin_t held;
+  fail_at(t, o);
+  if (t->host == NULL) return;
+  if (!coll__t_origin(t, &held)) held = *o;
+  fail_at(t->host, &held);
+}
+
+void coll__t_fail(coll_transport_t *t, coll_status_t s) {
+  coll_origin_t o;
+  if (t->parent != NULL) {
+    /* A host endpoint's failure is the comm's: where it started is what
+     * this endpoint heard from a peer of the host, else this rank with s
+     * (the main endpoint asks the whole comm about a timeout). */
+    if (coll__t_origin(t, &o))
+      fail_tree(t->parent, &o);
+    else
+      coll__t_fail(t->parent, s);
+    return;
+  }
+  o = coll__origin_local(t->rank, s);
+  if (s == COLL_ERR_TIMEOUT) coll__t_desync(t);
+  fail_tree(t, &o);
 }
 
 int coll__t_origin(coll_transport_t *t, coll_origin_t *o) {
@@ -257,7 +290,9 @@ coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
   coll__t_fail(t, first != COLL_OK ? first : COLL_ERR_ABORTED);
   (void)t->ops.wait(t->ctx, req, -1, &len);
   coll__err_restore(msg);
-  /* This rank's own timeout: the report says more than "no progress". */
+  /* This rank's own timeout: the report says more than "no progress" (a
+   * host endpoint's timeout was reported by the comm's endpoint). */
+  if (t->parent != NULL) t = t->parent;
   if (first == COLL_ERR_TIMEOUT && atomic_load(&t->report_ready))
     coll__err(first, "%s", t->report);
   return first;

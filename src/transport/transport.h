@@ -63,6 +63,12 @@ struct coll_transport {
   /* Memory every rank maps, for collectives designed for shared memory;
    * NULL where the transport has none (all but shm). */
   const struct coll_t_shared *shared;
+  /* The host endpoint of a comm that spans hosts: shared memory among
+   * this host's ranks, speaking comm ranks, for the steps of two-level
+   * collectives within the host (coll__t_set_host). Owned; NULL: none. */
+  struct coll_transport *host;
+  /* On a host endpoint: the endpoint that owns it. Not owned. */
+  struct coll_transport *parent;
 };
 
 /* A transport's shared memory, as the shared-memory collectives
@@ -204,6 +210,15 @@ int coll__t_report(coll_transport_t *t, char *buf, size_t n);
 void coll__t_origin_text(coll_transport_t *t, const coll_origin_t *o, char *buf,
                          size_t n);
 
+/* Gives t its host endpoint (owned from here; destroyed with t). A
+ * failure of either is the other's (coll__t_fail): the comm fails as one.
+ * One thread, right after both were made, before the endpoint is used. */
+void coll__t_set_host(coll_transport_t *t, coll_transport_t *host);
+/* t's host endpoint, or NULL. Any thread. */
+static inline coll_transport_t *coll__t_host(const coll_transport_t *t) {
+  return t->host;
+}
+
 /* Aborts the endpoint (idempotent, any thread): the owner's abort. */
 void coll__t_abort(coll_transport_t *t);
 /* Ends the endpoint because of a failure seen here with status s: like
@@ -211,7 +226,10 @@ void coll__t_abort(coll_transport_t *t);
  * endpoint already received, else this rank with s). For a timeout, it
  * first asks every peer where it is (within min(1 s, half the comm's
  * timeout)) and leaves the report as this thread's error text; the peers
- * get the report with the failure. Any thread. */
+ * get the report with the failure. An endpoint with a host endpoint ends
+ * that one too, with the same origin; a host endpoint ends its parent
+ * (with the origin it heard of, else with s: a timeout asks the whole
+ * comm) and so itself. Any thread. */
 void coll__t_fail(coll_transport_t *t, coll_status_t s);
 /* 1 and *o if the endpoint knows where its failure started. Any thread. */
 int coll__t_origin(coll_transport_t *t, coll_origin_t *o);

@@ -3,7 +3,9 @@
  * rendezvous store: check the config, resolve MASTER_ADDR, choose the local
  * address, meet the other ranks, connect the mesh. When every rank is on
  * this host (and COLL_TRANSPORT allows it) the ranks build the
- * shared-memory transport instead (transport_choice.c). */
+ * shared-memory transport instead (transport_choice.c); where they are
+ * spread over hosts, the ranks of each host also share memory for the
+ * steps of two-level collectives within it (host_endpoint.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +72,25 @@ static int64_t mesh_timeout(int64_t deadline_ms) {
   return left == 0 ? 1 : left;
 }
 
+/* Ranks of a comm spread over hosts that share a host also share memory
+ * (host_endpoint.c), unless COLL_TRANSPORT=tcp. `s` is how this rank's
+ * TCP mesh went: a rank that has no mesh tells its host's ranks. */
+static coll_status_t add_host_endpoint(coll_store_t *st,
+                                       const coll_tcp_config_t *cfg,
+                                       const int *host_of, const char *job,
+                                       const char *token, int64_t deadline_ms,
+                                       coll_status_t s, coll_transport_t *t) {
+  coll_transport_t *h = NULL;
+  if (s != COLL_OK) {
+    coll__transport_host_skip(st, cfg->rank, cfg->world, host_of);
+    return s;
+  }
+  COLL_CHECK(coll__transport_host_create(st, cfg->rank, cfg->world, host_of,
+                                         job, token, deadline_ms, &h));
+  coll__t_set_host(t, h);
+  return COLL_OK;
+}
+
 static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
                                coll_transport_t **out) {
   int64_t timeout =
@@ -119,6 +140,9 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
                           job,       token,      mesh_timeout(rc.deadline_ms)};
     coll__rdv_tcp_adapter(r, &rdv);
     s = coll__tcp_transport_create(&o, &rdv, &t);
+    if (mode != COLL_TRANSPORT_TCP)
+      s = add_host_endpoint(coll__rdv_store(r), cfg, host_of, job, token,
+                            rc.deadline_ms, s, t);
   }
   /* The CPU comm orders its ring by host (algo/topo.h). */
   if (s == COLL_OK) s = coll__t_set_hosts(t, host_of);

@@ -3,8 +3,8 @@
  * COLL_TRANSPORT and host identity ("host/<rank>") and reads everyone's;
  * with COLL_TRANSPORT unset or auto and all ranks on this host, or with
  * shm, the shared-memory transport is built; with tcp, TCP. A comm whose ranks
- * are spread over hosts stays on TCP as a whole, also where some of them share
- * one.
+ * are spread over hosts runs on TCP, and the ranks that share a host also
+ * get a shared-memory endpoint among themselves (host_endpoint.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +163,6 @@ coll_status_t coll__transport_shm_create(coll_store_t *st, int rank, int world,
                                          coll_transport_t **out) {
   shm_store_rdv_t sr = {st};
   coll_shm_rdv_t rdv = {&sr, shm_publish, shm_lookup};
-  coll_shm_opts_t o = {rank, world, job_id, token, deadline_ms};
+  coll_shm_opts_t o = {rank, world, job_id, token, deadline_ms, NULL, 0};
   return coll__shm_transport_create(&o, &rdv, out);
 }

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* host_endpoint.c: the shared-memory endpoint among the ranks of one host,
+ * for a comm whose ranks are spread over hosts. The comm's own transport
+ * (TCP) joins every rank; this one joins only the ranks of this host and
+ * speaks comm ranks (coll_shm_opts_t.names), and the two-level allreduce
+ * runs its steps within the host on it (algo/allreduce_two_level.c). Socket
+ * names go through the rendezvous store as "shmh/<comm rank>"; a rank whose
+ * own setup failed first publishes "-" there, so its host's ranks fail at
+ * once instead of waiting for it until the deadline. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/rendezvous/host_id.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "transport/shm/shm.h"
+
+#define HOST_KEY_MAX 32
+#define HOST_FAILED_MARK "-"
+
+typedef struct host_rdv {
+  coll_store_t *st;
+  const int *names;
+} host_rdv_t;
+
+static void key_of(char key[HOST_KEY_MAX], int comm_rank) {
+  snprintf(key, HOST_KEY_MAX, "shmh/%d", comm_rank);
+}
+
+static coll_status_t host_publish(void *ctx, int member, const char *addr) {
+  host_rdv_t *h = ctx;
+  char key[HOST_KEY_MAX];
+  key_of(key, h->names[member]);
+  return coll__store_set(h->st, key, addr, strlen(addr));
+}
+
+static coll_status_t host_lookup(void *ctx, int member, char *addr, size_t cap,
+                                 int64_t deadline_ms) {
+  host_rdv_t *h = ctx;
+  char key[HOST_KEY_MAX];
+  size_t len = 0;
+  int64_t left = coll__remaining_ms(deadline_ms);
+  coll_status_t s;
+  int r = h->names[member];
+  key_of(key, r);
+  s = coll__store_get(h->st, key, addr, cap - 1, &len, left == 0 ? 1 : left);
+  if (s == COLL_ERR_TIMEOUT)
+    return coll__err(s, "rank %d did not publish its shm socket in time", r);
+  if (s != COLL_OK) return s;
+  addr[len] = '\0';
+  if (strcmp(addr, HOST_FAILED_MARK) == 0)
+    return coll__err(COLL_ERR_PEER_LOST,
+                     "rank %d failed its setup before it joined this host's "
+                     "shared memory",
+                     r);
+  return COLL_OK;
+}
+
+/* The comm ranks on rank's host, ascending; their number, or -1. */
+static int members_of(int rank, int world, const int *host_of, int **names) {
+  int n = 0, r;
+  *names = NULL;
+  for (r = 0; r < world; r++) n += host_of[r] == host_of[rank];
+  if (n < 2) return n;
+  *names = malloc((size_t)n * sizeof **names);
+  if (*names == NULL) return -1;
+  n = 0;
+  for (r = 0; r < world; r++)
+    if (host_of[r] == host_of[rank]) (*names)[n++] = r;
+  return n;
+}
+
+coll_status_t coll__transport_host_create(coll_store_t *st, int rank,
+                                          int world, const int *host_of,
+                                          const char *job_id, const char *token,
+                                          int64_t deadline_ms,
+                                          coll_transport_t **out) {
+  char job[400];
+  int *names, n, me = 0;
+  coll_status_t s;
+  *out = NULL;
+  n = members_of(rank, world, host_of, &names);
+  if (n < 0) return coll__err(COLL_ERR_NO_MEMORY, "host endpoint: out of memory");
+  if (n < 2) return COLL_OK; /* alone on its host: nothing to share */
+  while (names[me] != rank) me++;
+  /* Another job id than the whole comm's: a host endpoint's hello never
+   * passes for the comm's, nor one host's for another's. */
+  snprintf(job, sizeof job, "%s/host%d", job_id, host_of[rank]);
+  {
+    host_rdv_t h = {st, names};
+    coll_shm_rdv_t rdv = {&h, host_publish, host_lookup};
+    coll_shm_opts_t o = {me, n, job, token, deadline_ms, names, world};
+    s = coll__shm_transport_create(&o, &rdv, out);
+  }
+  free(names);
+  if (s != COLL_OK) coll__err_prefix("this host's shared memory");
+  return s;
+}
+
+void coll__transport_host_skip(coll_store_t *st, int rank, int world,
+                               const int *host_of) {
+  char key[HOST_KEY_MAX];
+  int n = 0, r;
+  for (r = 0; r < world; r++) n += host_of[r] == host_of[rank];
+  if (n < 2) return;
+  key_of(key, rank);
+  (void)coll__store_set(st, key, HOST_FAILED_MARK, strlen(HOST_FAILED_MARK));
+}
