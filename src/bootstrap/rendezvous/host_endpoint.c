@@ -71,8 +71,8 @@ static int members_of(int rank, int world, const int *host_of, int **names) {
   return n;
 }
 
-coll_status_t coll__transport_host_create(coll_store_t *st, int rank,
-                                          int world, const int *host_of,
+coll_status_t coll__transport_host_create(coll_store_t *st, int rank, int world,
+                                          const int *host_of,
                                           const char *job_id, const char *token,
                                           int64_t deadline_ms,
                                           coll_transport_t **out) {
@@ -81,7 +81,8 @@ coll_status_t coll__transport_host_create(coll_store_t *st, int rank,
   coll_status_t s;
   *out = NULL;
   n = members_of(rank, world, host_of, &names);
-  if (n < 0) return coll__err(COLL_ERR_NO_MEMORY, "host endpoint: out of memory");
+  if (n < 0)
+    return coll__err(COLL_ERR_NO_MEMORY, "host endpoint: out of memory");
   if (n < 2) return COLL_OK; /* alone on its host: nothing to share */
   while (names[me] != rank) me++;
   /* Another job id than the whole comm's: a host endpoint's hello never

@@ -91,8 +91,8 @@ coll_status_t coll__transport_shm_create(coll_store_t *st, int rank, int world,
  * ranks on rank's host (host_of as coll__transport_choose gives it),
  * speaking comm ranks (host_endpoint.c); *out NULL and COLL_OK when rank
  * is alone on its host. Every rank of the host calls it. One thread. */
-coll_status_t coll__transport_host_create(coll_store_t *st, int rank,
-                                          int world, const int *host_of,
+coll_status_t coll__transport_host_create(coll_store_t *st, int rank, int world,
+                                          const int *host_of,
                                           const char *job_id, const char *token,
                                           int64_t deadline_ms,
                                           coll_transport_t **out);
