@@ -17,15 +17,11 @@ static void members_text(const shm_ep_t *ep, char *buf, size_t n) {
   enum { SHOWN = 8 };
   size_t used = 0;
   buf[0] = '\0';
-  for (int i = 0; i < ep->world && used < n; i++) {
-    int w = i == SHOWN
-                ? snprintf(buf + used, n - used, ", ... (%d in all)", ep->world)
-                : snprintf(buf + used, n - used, "%s%d", i > 0 ? ", " : "",
-                           ep->names[i]);
-    if (w < 0) break;
-    used += (size_t)w;
-    if (i == SHOWN) break;
-  }
+  for (int i = 0; i < ep->world && i < SHOWN && used < n; i++)
+    used += (size_t)snprintf(buf + used, n - used, "%s%d", i > 0 ? ", " : "",
+                             ep->names[i]);
+  if (ep->world > SHOWN && used < n)
+    snprintf(buf + used, n - used, ", ... (%d in all)", ep->world);
 }
 
 /* Checks a post's arguments; *idx is then the peer's member index. */
@@ -41,10 +37,8 @@ static coll_status_t check_post(shm_ep_t *ep, const char *what, int peer,
     members_text(ep, members, sizeof members);
     return coll_set_last_error(
         COLL_ERR_INVALID_ARG,
-        "shm %s: rank %d %s (this endpoint joins ranks "
-        "%s)",
-        what, peer, *idx < 0 ? "is not on this host" : "is this rank itself",
-        members);
+        "shm %s: rank %d %s (this endpoint joins ranks %s)", what, peer,
+        *idx < 0 ? "is not on this host" : "is this rank itself", members);
   }
   if (*idx < 0 || *idx == ep->rank)
     return coll_set_last_error(COLL_ERR_INVALID_ARG,
