@@ -17,6 +17,8 @@
 const char *shm_test_job_id[TT_MAX_RANKS];
 int64_t shm_test_setup_ms;
 int shm_test_fn_owns_transport;
+const int *shm_test_names;
+int shm_test_name_world;
 
 typedef struct file_rdv {
   const char *dir;
@@ -61,10 +63,15 @@ static void child(int rank, int world, const char *dir, shm_rank_fn fn,
   file_rdv_t fr = {dir};
   coll_shm_rdv_t rdv = {&fr, file_publish, file_lookup};
   coll_shm_opts_t o = {
-      rank, world,
-      shm_test_job_id[rank] != NULL ? shm_test_job_id[rank] : "shm-test", NULL,
-      coll__now_ms() +
-          (shm_test_setup_ms > 0 ? shm_test_setup_ms : TT_WAIT_MS)};
+      .rank = rank,
+      .world = world,
+      .job_id =
+          shm_test_job_id[rank] != NULL ? shm_test_job_id[rank] : "shm-test",
+      .token = NULL,
+      .deadline_ms = coll__now_ms() +
+                     (shm_test_setup_ms > 0 ? shm_test_setup_ms : TT_WAIT_MS),
+      .names = shm_test_names,
+      .name_world = shm_test_name_world};
   coll_transport_t *t = NULL;
   coll_status_t s;
   if (setup != NULL) setup(rank);

@@ -32,6 +32,11 @@ extern const char *shm_test_job_id[TT_MAX_RANKS];
  * whose destroy ends it), so the child does not destroy it. */
 extern int shm_test_fn_owns_transport;
 extern int64_t shm_test_setup_ms;
+/* Set (non-NULL): the ranks are the members of a host endpoint, rank i
+ * named shm_test_names[i] in a comm of shm_test_name_world ranks (shm.h);
+ * fn still gets the member index and count. */
+extern const int *shm_test_names;
+extern int shm_test_name_world;
 
 /* The names in /dev/shm (a snapshot, newline-separated, malloc'd) and the
  * first name in `after` absent from `before` (Open MPI's own segments,

@@ -122,7 +122,8 @@ static coll_status_t check(shm_ep_t *ep, int p) {
   }
   pthread_mutex_unlock(&ep->mu);
   if (s != COLL_OK)
-    coll_set_last_error(s, "shm: waiting for rank %d: %s", p, why);
+    coll_set_last_error(s, "shm: waiting for rank %d: %s",
+                        coll__shm_name(ep, p), why);
   return s;
 }
 
@@ -190,7 +191,7 @@ static coll_status_t wait_slow(shm_ep_t *ep, int which, uint64_t v,
       return coll_set_last_error(COLL_ERR_TIMEOUT,
                                  "shm: rank %d did not reach round %llu of "
                                  "the collective in time",
-                                 p, (unsigned long long)v);
+                                 coll__shm_name(ep, p), (unsigned long long)v);
     if (coll__now_ns() - spin_from < (uint64_t)ep->spin_ns) {
       /* Now and then let another thread have the core: on a host with
        * more ranks than cores, the peer this rank waits for may need

@@ -48,8 +48,8 @@ int coll__shm_heard(void *ctx, char *buf, size_t n) {
   shm_ep_t *ep = ctx;
   int r, first = -1;
   pthread_mutex_lock(&ep->mu);
-  if (ep->seen_set && ep->seen.rank >= 0 && ep->seen.rank < ep->world)
-    first = ep->seen.rank;
+  /* The origin is a comm rank: its member, if it is one. */
+  if (ep->seen_set) first = coll__shm_member(ep, ep->seen.rank);
   pthread_mutex_unlock(&ep->mu);
   /* The rank where the failure started first, then any that wrote one. */
   if (first >= 0 && copy_report(hdr_of(ep, first), buf, n)) return 1;

@@ -51,11 +51,13 @@ static int waits_on(const shm_ep_t *ep, int p) {
  * origin, which the other peers read in this rank's header. */
 static void unresponsive(shm_ep_t *ep, int p, int64_t ms) {
   shm_peer_t *pr = &ep->peers[p];
-  coll_origin_t o = {p, COLL_CAUSE_UNRESPONSIVE, (uint32_t)ms};
+  coll_origin_t o = {coll__shm_name(ep, p), COLL_CAUSE_UNRESPONSIVE,
+                     (uint32_t)ms};
   pthread_mutex_lock(&ep->mu);
   if (!pr->lost) {
     coll__shm_note_origin(ep, &o);
-    coll__origin_text(&o, ep->rank, pr->why, sizeof pr->why);
+    coll__origin_text(&o, coll__shm_name(ep, ep->rank), pr->why,
+                      sizeof pr->why);
     pr->lost = 1;
     pr->lost_status = coll__origin_req_status(&o);
   }
@@ -63,7 +65,7 @@ static void unresponsive(shm_ep_t *ep, int p, int64_t ms) {
   pthread_cond_broadcast(&ep->cv);
   pthread_mutex_unlock(&ep->mu);
   COLL_WARN(COLL_LOG_NET, "shm: rank %d: rank %d unresponsive for %lld ms",
-            ep->rank, p, (long long)ms);
+            coll__shm_name(ep, ep->rank), coll__shm_name(ep, p), (long long)ms);
   coll__shm_close(ep, &o);
 }
 

@@ -198,7 +198,13 @@ typedef struct shm_peer {
 } shm_peer_t;
 
 typedef struct shm_ep {
-  int rank, world;
+  int rank, world; /* member index and count: what the layout counts */
+  /* A host endpoint's members as comm ranks (shm.h), a copy; NULL: member
+   * i is rank i. name_world is the comm's size (world when names is NULL).
+   * Everything the endpoint shows (its rank, peers, texts, origins) is a
+   * name; everything inside it (rings, peers[], requests) an index. */
+  int *names;
+  int name_world;
   shm_layout_t lay;
   void *region; /* mine */
   shm_hdr_t *hdr;
@@ -232,6 +238,27 @@ typedef struct shm_ep {
   /* The shared-memory collectives' round counter (one thread per comm). */
   uint64_t coll_round;
 } shm_ep_t;
+
+/* The comm rank of member p: what texts, origins and callers see. */
+static inline int coll__shm_name(const shm_ep_t *ep, int p) {
+  return ep->names != NULL ? ep->names[p] : p;
+}
+
+/* The member whose comm rank is r, or -1 when r is no member (names
+ * ascend: a binary search). */
+static inline int coll__shm_member(const shm_ep_t *ep, int r) {
+  int lo = 0, hi = ep->world - 1;
+  if (ep->names == NULL) return r >= 0 && r < ep->world ? r : -1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (ep->names[mid] == r) return mid;
+    if (ep->names[mid] < r)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
 
 /* shm_progress.c (all under ep->mu) --------------------------------------- */
 

@@ -11,12 +11,36 @@
 #include "transport/shm/shm_int.h"
 #include "transport/shm/shm_ops.h"
 
+/* The members of a host endpoint as comm ranks, "1, 4, 6" (the first few
+ * only in a big one), for the text of a refused peer. */
+static void members_text(const shm_ep_t *ep, char *buf, size_t n) {
+  enum { SHOWN = 8 };
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < ep->world && i < SHOWN && used < n; i++)
+    used += (size_t)snprintf(buf + used, n - used, "%s%d", i > 0 ? ", " : "",
+                             ep->names[i]);
+  if (ep->world > SHOWN && used < n)
+    snprintf(buf + used, n - used, ", ... (%d in all)", ep->world);
+}
+
+/* Checks a post's arguments; *idx is then the peer's member index. */
 static coll_status_t check_post(shm_ep_t *ep, const char *what, int peer,
-                                const void *buf, size_t len, void **req) {
+                                const void *buf, size_t len, void **req,
+                                int *idx) {
   if (req == NULL)
     return coll_set_last_error(COLL_ERR_INVALID_ARG, "shm %s: req is NULL",
                                what);
-  if (peer < 0 || peer >= ep->world || peer == ep->rank)
+  *idx = coll__shm_member(ep, peer);
+  if (ep->names != NULL && (*idx < 0 || *idx == ep->rank)) {
+    char members[128];
+    members_text(ep, members, sizeof members);
+    return coll_set_last_error(
+        COLL_ERR_INVALID_ARG,
+        "shm %s: rank %d %s (this endpoint joins ranks %s)", what, peer,
+        *idx < 0 ? "is not on this host" : "is this rank itself", members);
+  }
+  if (*idx < 0 || *idx == ep->rank)
     return coll_set_last_error(COLL_ERR_INVALID_ARG,
                                "shm %s: peer %d is not another rank of "
                                "0..%d (this is rank %d)",
@@ -26,7 +50,7 @@ static coll_status_t check_post(shm_ep_t *ep, const char *what, int peer,
                                "shm %s: buf is NULL for %zu bytes", what, len);
   if (atomic_load(&ep->aborted))
     return coll_set_last_error(COLL_ERR_ABORTED, "shm %s: rank %d aborted",
-                               what, ep->rank);
+                               what, coll__shm_name(ep, ep->rank));
   return COLL_OK;
 }
 
@@ -45,20 +69,21 @@ static coll_status_t shm_isend(void *ctx, int peer, uint32_t tag,
   shm_ep_t *ep = ctx;
   shm_peer_t *pr;
   shm_req_t *r;
-  coll_status_t s = check_post(ep, "isend", peer, buf, len, req);
+  int p;
+  coll_status_t s = check_post(ep, "isend", peer, buf, len, req, &p);
   if (s != COLL_OK) return s;
-  r = req_new(SHM_SEND, peer, tag, len);
+  r = req_new(SHM_SEND, p, tag, len);
   if (r == NULL)
     return coll_set_last_error(COLL_ERR_NO_MEMORY, "shm isend: out of memory");
   r->sbuf = buf;
-  pr = &ep->peers[peer];
+  pr = &ep->peers[p];
   pthread_mutex_lock(&ep->mu);
   if (atomic_load(&ep->aborted) || pr->lost) {
     coll_status_t why =
         atomic_load(&ep->aborted) ? COLL_ERR_ABORTED : pr->lost_status;
     if (atomic_load(&ep->aborted))
       coll_set_last_error(why, "shm isend: rank %d's endpoint is closed",
-                          ep->rank);
+                          coll__shm_name(ep, ep->rank));
     else
       coll_set_last_error(why, "shm isend: %s", pr->why);
     pthread_mutex_unlock(&ep->mu);
@@ -90,9 +115,10 @@ static coll_status_t shm_irecv(void *ctx, int peer, uint32_t tag, void *buf,
                                size_t cap, void **req) {
   shm_ep_t *ep = ctx;
   shm_req_t *r;
-  coll_status_t s = check_post(ep, "irecv", peer, buf, cap, req);
+  int p;
+  coll_status_t s = check_post(ep, "irecv", peer, buf, cap, req, &p);
   if (s != COLL_OK) return s;
-  r = req_new(SHM_RECV, peer, tag, cap);
+  r = req_new(SHM_RECV, p, tag, cap);
   if (r == NULL)
     return coll_set_last_error(COLL_ERR_NO_MEMORY, "shm irecv: out of memory");
   r->rbuf = buf;
@@ -101,7 +127,7 @@ static coll_status_t shm_irecv(void *ctx, int peer, uint32_t tag, void *buf,
     pthread_mutex_unlock(&ep->mu);
     free(r);
     return coll_set_last_error(COLL_ERR_ABORTED, "shm irecv: rank %d aborted",
-                               ep->rank);
+                               coll__shm_name(ep, ep->rank));
   }
   /* A lost peer's whole messages stay receivable; otherwise the receive
    * completes with its failure at the first wait. */
@@ -152,10 +178,11 @@ void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
 }
 
 void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n) {
-  if (ep->origin.rank == ep->rank && ep->origin.cause == COLL_CAUSE_ABORTED)
-    snprintf(buf, n, "rank %d aborted", ep->rank);
+  int me = coll__shm_name(ep, ep->rank);
+  if (ep->origin.rank == me && ep->origin.cause == COLL_CAUSE_ABORTED)
+    snprintf(buf, n, "rank %d aborted", me);
   else
-    coll__origin_text(&ep->origin, ep->rank, buf, n);
+    coll__origin_text(&ep->origin, me, buf, n);
 }
 
 void coll__shm_fail(void *ctx, const coll_origin_t *o) {
@@ -174,13 +201,13 @@ int coll__shm_origin(void *ctx, coll_origin_t *o) {
 
 static void shm_abort(void *ctx) {
   shm_ep_t *ep = ctx;
-  coll_origin_t o = {ep->rank, COLL_CAUSE_ABORTED, 0};
+  coll_origin_t o = {coll__shm_name(ep, ep->rank), COLL_CAUSE_ABORTED, 0};
   coll__shm_close(ep, &o);
 }
 
 static void shm_destroy(void *ctx) {
   shm_ep_t *ep = ctx;
-  coll_origin_t o = {ep->rank, COLL_CAUSE_DESTROYED, 0};
+  coll_origin_t o = {coll__shm_name(ep, ep->rank), COLL_CAUSE_DESTROYED, 0};
   /* Every request was waited: the close fails nothing, it tells peers. */
   coll__shm_close(ep, &o);
   coll__shm_ep_free(ep);

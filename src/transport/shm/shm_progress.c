@@ -92,20 +92,21 @@ static shm_req_t *take_posted(shm_rx_t *in, uint32_t tag) {
 }
 
 /* Peer p sent something this rank cannot take: its requests fail with s
- * and the text "rank p ...". */
+ * and the text "rank p ..." (p's comm rank). */
 static void peer_fail(shm_ep_t *ep, int p, coll_status_t s, const char *fmt,
                       ...) __attribute__((format(printf, 4, 5)));
 static void peer_fail(shm_ep_t *ep, int p, coll_status_t s, const char *fmt,
                       ...) {
   shm_peer_t *pr = &ep->peers[p];
-  coll_origin_t o = s == COLL_ERR_PROTOCOL
-                        ? (coll_origin_t){p, COLL_CAUSE_PROTOCOL, 0}
-                        : coll__origin_local(ep->rank, s);
+  coll_origin_t o =
+      s == COLL_ERR_PROTOCOL
+          ? (coll_origin_t){coll__shm_name(ep, p), COLL_CAUSE_PROTOCOL, 0}
+          : coll__origin_local(coll__shm_name(ep, ep->rank), s);
   va_list ap;
   int n;
   if (pr->lost == 2) return;
   coll__shm_note_origin(ep, &o);
-  n = snprintf(pr->why, sizeof pr->why, "rank %d ", p);
+  n = snprintf(pr->why, sizeof pr->why, "rank %d ", coll__shm_name(ep, p));
   va_start(ap, fmt);
   vsnprintf(pr->why + n, sizeof pr->why - (size_t)n, fmt, ap);
   va_end(ap);
@@ -319,16 +320,17 @@ void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o) {
 void coll__shm_peer_lost(shm_ep_t *ep, int p) {
   shm_peer_t *pr = &ep->peers[p];
   shm_hdr_t *ph = pr->region;
-  coll_origin_t o = {p, COLL_CAUSE_LOST, 0};
+  coll_origin_t o = {coll__shm_name(ep, p), COLL_CAUSE_LOST, 0};
   if (pr->lost) return;
   /* A peer that closed says where its failure began; one that died says
-   * nothing, and is itself the origin. */
+   * nothing, and is itself the origin. What it says is a comm rank, which
+   * may be no member (a failure that began on another host). */
   if (atomic_load_explicit(&ph->origin_set, memory_order_acquire)) {
     coll_origin_t said = {ph->origin_rank, ph->origin_cause, ph->origin_detail};
-    if (coll__origin_valid(&said, ep->world)) o = said;
+    if (coll__origin_valid(&said, ep->name_world)) o = said;
   }
   coll__shm_note_origin(ep, &o);
-  coll__origin_text(&o, ep->rank, pr->why, sizeof pr->why);
+  coll__origin_text(&o, coll__shm_name(ep, ep->rank), pr->why, sizeof pr->why);
   pr->lost = 1;
   pr->lost_status = coll__origin_req_status(&o);
 }

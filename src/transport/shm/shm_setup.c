@@ -212,7 +212,7 @@ static coll_status_t adopt(shm_setup_t *su, int p, int sock, int fds[2]) {
     return coll__err(COLL_ERR_PROTOCOL,
                      "rank %d's shared memory is smaller than its hello "
                      "said",
-                     p);
+                     coll__shm_name(ep, p));
   m = mmap(NULL, ep->lay.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
            fds[0], 0);
   if (m == MAP_FAILED) return sys_err("mapping a peer's memory");
@@ -222,7 +222,8 @@ static coll_status_t adopt(shm_setup_t *su, int p, int sock, int fds[2]) {
       ph->world != (uint32_t)ep->world) {
     munmap(m, ep->lay.region_bytes);
     return coll__err(COLL_ERR_PROTOCOL,
-                     "rank %d's shared memory has a foreign header", p);
+                     "rank %d's shared memory has a foreign header",
+                     coll__shm_name(ep, p));
   }
   close(fds[0]);
   fds[0] = -1;
@@ -254,10 +255,12 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
   int fds[2] = {-1, -1}, fd;
   const char *bad;
   coll_status_t s;
+  int name = coll__shm_name(su->ep, p);
   COLL_CHECK(rdv->lookup(rdv->ctx, p, text, sizeof text, su->o->deadline_ms));
   if (addr_parse(text, &a, &alen) != 0)
     return coll__err(COLL_ERR_PROTOCOL,
-                     "rank %d published '%s', not a shm socket name", p, text);
+                     "rank %d published '%s', not a shm socket name", name,
+                     text);
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return sys_err("socket");
   /* A full backlog (EAGAIN) clears as the peer accepts: retry. */
@@ -265,7 +268,7 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
     struct timespec ms = {0, 1000000};
     if ((errno != EAGAIN && errno != EINTR) ||
         left_ms(su->o->deadline_ms) == 0) {
-      s = coll__err(COLL_ERR_PEER_LOST, "rank %d's socket %s: %s", p, text,
+      s = coll__err(COLL_ERR_PEER_LOST, "rank %d's socket %s: %s", name, text,
                     strerror(errno));
       goto fail;
     }
@@ -273,7 +276,7 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
   }
   if (!same_uid(fd)) {
     s = coll__err(COLL_ERR_PROTOCOL,
-                  "rank %d's socket %s belongs to another user", p, text);
+                  "rank %d's socket %s belongs to another user", name, text);
     goto fail;
   }
   COLL_CHECK_GOTO(send_hello(su, fd), s, fail);
@@ -281,7 +284,7 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
   bad = hello_check(su, &h);
   if (bad == NULL && h.rank != (uint32_t)p) bad = "another rank answered";
   if (bad != NULL) {
-    s = coll__err(COLL_ERR_PROTOCOL, "rank %d's hello: %s", p, bad);
+    s = coll__err(COLL_ERR_PROTOCOL, "rank %d's hello: %s", name, bad);
     goto fail;
   }
   COLL_CHECK_GOTO(adopt(su, p, fd, fds), s, fail);
@@ -306,7 +309,7 @@ static coll_status_t accept_all(shm_setup_t *su) {
       return coll__err(COLL_ERR_TIMEOUT,
                        "%d higher rank(s) did not connect to rank %d's shm "
                        "socket in time",
-                       missing, ep->rank);
+                       missing, coll__shm_name(ep, ep->rank));
     if (poll(&p, 1, l < 0 ? -1 : (int)l) < 0 && errno != EINTR)
       return sys_err("poll");
     fd = accept4(su->lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -411,6 +414,18 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   }
   ep->rank = o->rank;
   ep->world = o->world;
+  ep->name_world = o->world;
+  if (o->names != NULL) {
+    /* The caller's array may be freed once create returns. */
+    ep->names = malloc((size_t)o->world * sizeof *ep->names);
+    if (ep->names == NULL) {
+      free(ep->peers);
+      free(ep);
+      return NULL;
+    }
+    memcpy(ep->names, o->names, (size_t)o->world * sizeof *ep->names);
+    ep->name_world = o->name_world;
+  }
   ep->bell = -1;
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
@@ -451,7 +466,26 @@ void coll__shm_ep_free(shm_ep_t *ep) {
   free(ep->hb_seen);
   free(ep->hb_at);
   free(ep->peers);
+  free(ep->names);
   free(ep);
+}
+
+/* A host endpoint's names: one per member, ascending, below name_world. */
+static coll_status_t names_check(const coll_shm_opts_t *o) {
+  if (o->names == NULL) return COLL_OK;
+  if (o->world < 1 || o->rank < 0 || o->rank >= o->world ||
+      o->name_world < o->world)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "shm setup: member %d of %d in a comm of %d ranks",
+                     o->rank, o->world, o->name_world);
+  for (int i = 0; i < o->world; i++)
+    if (o->names[i] < 0 || o->names[i] >= o->name_world ||
+        (i > 0 && o->names[i] <= o->names[i - 1]))
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "shm setup: names[%d] = %d: names must ascend, each "
+                       "below %d",
+                       i, o->names[i], o->name_world);
+  return COLL_OK;
 }
 
 coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
@@ -460,6 +494,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   shm_setup_t su = {o, NULL, -1, -1, {0}};
   coll_status_t s;
   *out = NULL;
+  COLL_CHECK(names_check(o));
   su.ep = ep_new(o);
   if (su.ep == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "shm setup: out of memory");
@@ -473,18 +508,30 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   close(su.mfd);
   su.lfd = su.mfd = -1;
   COLL_CHECK_GOTO(coll__shm_hb_start(su.ep), s, fail);
-  COLL_CHECK_GOTO(
-      coll_transport_create(coll__shm_ops(), su.ep, o->rank, o->world, out), s,
-      fail);
+  COLL_CHECK_GOTO(coll_transport_create(coll__shm_ops(), su.ep,
+                                        coll__shm_name(su.ep, o->rank),
+                                        su.ep->name_world, out),
+                  s, fail);
   coll__t_set_segment_bytes(*out, SHM_SEGMENT_BYTES);
   coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
-  coll__t_set_desync_hooks(*out, &su.ep->hdr->pos, coll__shm_ask,
-                           coll__shm_tell, coll__shm_heard);
-  coll__t_set_shared(*out, &coll__shm_shared);
-  COLL_INFO(COLL_LOG_BOOT,
-            "rank %d/%d: shared-memory transport, %u cells "
-            "of %u bytes per peer",
-            o->rank, o->world, su.ep->lay.cells, SHM_CELL_DATA);
+  /* A host endpoint inside a larger comm: the comm's position lives in its
+   * main endpoint, and the shared-memory collectives count members, not
+   * comm ranks, so neither is offered. Shared memory never shrinks. */
+  if (o->names == NULL) {
+    coll__t_set_desync_hooks(*out, &su.ep->hdr->pos, coll__shm_ask,
+                             coll__shm_tell, coll__shm_heard);
+    coll__t_set_shared(*out, &coll__shm_shared);
+    COLL_INFO(COLL_LOG_BOOT,
+              "rank %d/%d: shared-memory transport, %u cells "
+              "of %u bytes per peer",
+              o->rank, o->world, su.ep->lay.cells, SHM_CELL_DATA);
+  } else {
+    COLL_INFO(COLL_LOG_BOOT,
+              "rank %d/%d: shared-memory host endpoint of %d ranks, %u cells "
+              "of %u bytes per peer",
+              o->names[o->rank], o->name_world, o->world, su.ep->lay.cells,
+              SHM_CELL_DATA);
+  }
   return COLL_OK;
 fail:
   if (su.lfd >= 0) close(su.lfd);

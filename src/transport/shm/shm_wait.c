@@ -136,7 +136,8 @@ static void check_peers(shm_ep_t *ep) {
 
 /* Reports a completed request and frees it; the text is copied under the
  * lock (`why`). */
-static coll_status_t finish(shm_req_t *r, const char *why, size_t *len) {
+static coll_status_t finish(const shm_ep_t *ep, shm_req_t *r, const char *why,
+                            size_t *len) {
   coll_status_t s = r->status;
   const char *dir = r->kind == SHM_SEND ? "send to" : "receive from";
   switch (s) {
@@ -148,11 +149,11 @@ static coll_status_t finish(shm_req_t *r, const char *why, size_t *len) {
       coll_set_last_error(s,
                           "shm: the message from rank %d on tag %u is %zu "
                           "bytes, more than the receive's %zu",
-                          r->peer, r->tag, r->got, r->len);
+                          coll__shm_name(ep, r->peer), r->tag, r->got, r->len);
       break;
     default:
-      coll_set_last_error(s, "shm: %s rank %d on tag %u: %s", dir, r->peer,
-                          r->tag, why);
+      coll_set_last_error(s, "shm: %s rank %d on tag %u: %s", dir,
+                          coll__shm_name(ep, r->peer), r->tag, why);
       break;
   }
   free(r);
@@ -179,7 +180,7 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
     else if (done)
       memcpy(why, ep->peers[r->peer].why, sizeof why);
     pthread_mutex_unlock(&ep->mu);
-    if (done) return finish(r, why, len);
+    if (done) return finish(ep, r, why, len);
     if (timeout_ms == 0) {
       if (checked) break;
       check_peers(ep);
@@ -209,5 +210,6 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
                              "shm: %s rank %d on tag %u not complete after "
                              "%lld ms",
                              r->kind == SHM_SEND ? "send to" : "receive from",
-                             r->peer, r->tag, (long long)timeout_ms);
+                             coll__shm_name(ep, r->peer), r->tag,
+                             (long long)timeout_ms);
 }
