@@ -14,7 +14,10 @@
  *  - abort: rank 3 aborts before it joins; every rank reports ABORTED
  *    naming rank 3, its host peer included;
  *  - timeout: rank 3 never joins; rank 1 times out in shared memory, and
- *    the report that says who is missing comes from the whole comm. */
+ *    the report that says who is missing comes from the whole comm;
+ *  - through coll_comm_init_store (over a store server in the test
+ *    process): the same endpoint, and a setup that fails on every rank,
+ *    saying why, when one rank has COLL_TRANSPORT=tcp. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,7 +41,14 @@
 #define VICTIM 3 /* on host B with rank 1 */
 #define CHILD_MS 90000
 
-enum { CASE_RESULTS, CASE_KILL, CASE_ABORT, CASE_TIMEOUT };
+enum {
+  CASE_RESULTS,
+  CASE_KILL,
+  CASE_ABORT,
+  CASE_TIMEOUT,
+  CASE_STORE,      /* coll_comm_init_store: the same endpoint */
+  CASE_STORE_MIXED /* ... with COLL_TRANSPORT=tcp on rank 2 only */
+};
 
 static const char *const k_hosts[WORLD] = {"A/net:1/ipc:1", "B/net:2/ipc:2",
                                            "A/net:1/ipc:1", "B/net:2/ipc:2"};
@@ -52,6 +62,7 @@ typedef struct rank_out {
 typedef struct job {
   int port, rank, kase;
   rank_out_t *out;
+  int store_port; /* the store cases: the test process's store server */
 } job_t;
 
 #define fail_out(o, s, ...) \
@@ -198,10 +209,45 @@ static void timeout_case(coll_comm_t *c, int rank, rank_out_t *o) {
              coll_status_name(s), coll_last_error());
 }
 
+/* The comm through coll_comm_init_store, over the test's store server. */
+static coll_status_t init_store(const job_t *j, coll_store_t **st,
+                                coll_comm_t **c) {
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  bt_store_t f = {NULL, j->store_port};
+  coll_store_ops_t ops;
+  *st = bt_client(&f);
+  if (*st == NULL) return COLL_ERR_SYSTEM;
+  coll__store_client_ops(*st, &ops);
+  cfg.timeout_ms = 30000;
+  setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  return coll_comm_init_store(&ops, j->rank, WORLD, &cfg, c);
+}
+
+/* Rank 2 keeps every byte on TCP; the others expect shared memory with
+ * the ranks of their host. The setup fails on every rank, saying why. */
+static void mixed_case(const job_t *j, rank_out_t *o) {
+  coll_store_t *st = NULL;
+  coll_comm_t *c = NULL;
+  coll_status_t s;
+  if (j->rank == 2) setenv("COLL_TRANSPORT", "tcp", 1);
+  s = init_store(j, &st, &c);
+  if (s == COLL_OK)
+    fail_out(o, COLL_ERR_INTERNAL, "the setup passed");
+  else if (s != COLL_ERR_INVALID_ARG ||
+           strstr(coll_last_error(),
+                  "ranks disagree on COLL_TRANSPORT: rank 0 has auto or shm, "
+                  "rank 2 has tcp") == NULL)
+    fail_out(o, s, "expected INVALID_ARG naming rank 2's COLL_TRANSPORT: %s",
+             coll_last_error());
+  coll_comm_destroy(c);
+  if (st != NULL) coll__store_close(st);
+}
+
 static int rank_main(void *p) {
   job_t *j = p;
   rank_out_t *o = &j->out[j->rank];
   coll_comm_t *c = NULL;
+  coll_store_t *st = NULL;
   coll_status_t s;
   bt_launch_env(j->rank, WORLD, j->port);
   unsetenv("COLL_TRANSPORT");
@@ -216,7 +262,12 @@ static int rank_main(void *p) {
   coll__host_id_test_hook =
       (coll_host_id_test_hook_t){-1, NULL, k_hosts, WORLD};
   coll__t_send_test_hook = count_send;
-  s = coll_comm_init_env(NULL, &c);
+  if (j->kase == CASE_STORE_MIXED) {
+    mixed_case(j, o);
+    return 0;
+  }
+  s = j->kase == CASE_STORE ? init_store(j, &st, &c)
+                            : coll_comm_init_env(NULL, &c);
   if (s != COLL_OK) {
     fail_out(o, s, "init: %s", coll_last_error());
     return 0;
@@ -228,6 +279,10 @@ static int rank_main(void *p) {
   if (check_endpoint(c, j->rank, o)) {
     if (j->kase == CASE_RESULTS) {
       results(c, j->rank, o);
+    } else if (j->kase == CASE_STORE) {
+      one_allreduce(c, j->rank, COLL_I32, COLL_SUM, 100003, o);
+      if (o->status == 0 && atomic_load(&g_local_shm) == 0)
+        fail_out(o, COLL_OK, "nothing went to the host peer by shm");
     } else if (j->kase == CASE_KILL) {
       s = loop(c, j->rank, 3);
       expect_named(s, COLL_ERR_PEER_LOST, "lost", o);
@@ -238,14 +293,15 @@ static int rank_main(void *p) {
     }
   }
   coll_comm_destroy(c);
+  if (st != NULL) coll__store_close(st);
   return 0;
 }
 
 /* ---- the test process ---------------------------------------------------- */
 
-static rank_out_t *run_job(int kase, int *st) {
+static rank_out_t *run_job(int kase, int *st, int store_port) {
   pid_t pids[WORLD];
-  job_t j = {bt_free_port("127.0.0.1"), 0, kase, NULL};
+  job_t j = {bt_free_port("127.0.0.1"), 0, kase, NULL, store_port};
   rank_out_t *out = mmap(NULL, sizeof *out * WORLD, PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   assert_true(out != MAP_FAILED);
@@ -272,7 +328,7 @@ static void test_results(void **state) {
   int st[WORLD];
   rank_out_t *out;
   (void)state;
-  out = run_job(CASE_RESULTS, st);
+  out = run_job(CASE_RESULTS, st, 0);
   expect_ok(-1, out, st);
   for (int r = 0; r < WORLD; r++) assert_int_equal(out[r].checked, 15);
   munmap(out, sizeof *out * WORLD);
@@ -282,7 +338,7 @@ static void test_killed_rank_named(void **state) {
   int st[WORLD];
   rank_out_t *out;
   (void)state;
-  out = run_job(CASE_KILL, st);
+  out = run_job(CASE_KILL, st, 0);
   assert_int_equal(st[VICTIM], 128 + SIGKILL);
   expect_ok(VICTIM, out, st);
   munmap(out, sizeof *out * WORLD);
@@ -292,7 +348,7 @@ static void test_abort_named(void **state) {
   int st[WORLD];
   rank_out_t *out;
   (void)state;
-  out = run_job(CASE_ABORT, st);
+  out = run_job(CASE_ABORT, st, 0);
   expect_ok(-1, out, st);
   munmap(out, sizeof *out * WORLD);
 }
@@ -301,7 +357,24 @@ static void test_timeout_reported(void **state) {
   int st[WORLD];
   rank_out_t *out;
   (void)state;
-  out = run_job(CASE_TIMEOUT, st);
+  out = run_job(CASE_TIMEOUT, st, 0);
+  expect_ok(-1, out, st);
+  munmap(out, sizeof *out * WORLD);
+}
+
+static void test_init_store(void **state) {
+  int st[WORLD];
+  rank_out_t *out;
+  out = run_job(CASE_STORE, st, ((bt_store_t *)*state)->port);
+  expect_ok(-1, out, st);
+  for (int r = 0; r < WORLD; r++) assert_int_equal(out[r].checked, 1);
+  munmap(out, sizeof *out * WORLD);
+}
+
+static void test_init_store_mixed_transport(void **state) {
+  int st[WORLD];
+  rank_out_t *out;
+  out = run_job(CASE_STORE_MIXED, st, ((bt_store_t *)*state)->port);
   expect_ok(-1, out, st);
   munmap(out, sizeof *out * WORLD);
 }
@@ -312,6 +385,10 @@ int main(void) {
       cmocka_unit_test(test_killed_rank_named),
       cmocka_unit_test(test_abort_named),
       cmocka_unit_test(test_timeout_reported),
+      cmocka_unit_test_setup_teardown(test_init_store, bt_store_setup,
+                                      bt_store_teardown),
+      cmocka_unit_test_setup_teardown(test_init_store_mixed_transport,
+                                      bt_store_setup, bt_store_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,7 +128,8 @@ static void expect_all_ok(const job_t *j) {
 
 /* Four ranks on the loopback interface: the sums are right, and the store
  * holds exactly the four addresses, under "coll/addr/<rank>", on lo, each
- * rank's compatibility record, its host identity (this host's, for all)
+ * rank's compatibility record, its transport mode and host identity
+ * (this host's, for all)
  * and its outcome, "ok". */
 static void test_four_ranks(void **state) {
   job_t *j = new_job(4, 30000);
@@ -143,7 +144,9 @@ static void test_four_ranks(void **state) {
   for (r = 0; r < 4; r++) {
     snprintf(key, sizeof key, "coll/host/%d", r);
     assert_true(test_kv_peek(j->kv, key, val, sizeof val));
-    assert_string_equal(val, host);
+    /* COLL_TRANSPORT's mode (0: auto), then the identity. */
+    assert_true(strncmp(val, "0 ", 2) == 0);
+    assert_string_equal(val + 2, host);
     snprintf(key, sizeof key, "coll/addr/%d", r);
     assert_true(test_kv_peek(j->kv, key, val, sizeof val));
     if (strncmp(val, "127.0.0.1:", 10) != 0) fail_msg("%s = %s", key, val);

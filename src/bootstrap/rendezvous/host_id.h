@@ -89,16 +89,17 @@ coll_status_t coll__transport_shm_create(coll_store_t *st, int rank, int world,
 
 /* For a comm spread over hosts: the shared-memory endpoint among the
  * ranks on rank's host (host_of as coll__transport_choose gives it),
- * speaking comm ranks (host_endpoint.c); *out NULL and COLL_OK when rank
- * is alone on its host. Every rank of the host calls it. One thread. */
-coll_status_t coll__transport_host_create(coll_store_t *st, int rank, int world,
-                                          const int *host_of,
+ * speaking comm ranks, its socket names exchanged through the setup's
+ * store (host_endpoint.c); *out NULL and COLL_OK when rank is alone on its
+ * host. Every rank of the host calls it or coll__transport_host_skip. One
+ * thread. */
+coll_status_t coll__transport_host_create(const coll_store_ops_t *ops, int rank,
+                                          int world, const int *host_of,
                                           const char *job_id, const char *token,
                                           int64_t deadline_ms,
                                           coll_transport_t **out);
-/* A rank that will not call coll__transport_host_create (its own setup
- * failed) says so, so that its host's ranks do not wait for it. */
-void coll__transport_host_skip(coll_store_t *st, int rank, int world,
-                               const int *host_of);
+/* A rank whose own setup failed before its host endpoint says so, so that
+ * its host's ranks fail at once rather than wait for it. */
+void coll__transport_host_skip(const coll_store_ops_t *ops, int rank);
 
 #endif

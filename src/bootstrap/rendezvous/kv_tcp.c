@@ -3,7 +3,8 @@
  * code is the transport's own (coll__tcp_transport_create); this file only
  * adapts the store to its publish/lookup interface, and carries each rank's
  * host identity (COLL_KV_HOST_KEY "<r>") so the comm can order its ring by
- * host. There is no store
+ * host, and builds the shared-memory endpoint of each host of a comm
+ * spread over several (host_endpoint.c). There is no store
  * server to stop here, so no closing round either: the keys stay in the
  * caller's store. */
 #include "bootstrap/rendezvous/kv_tcp.h"
@@ -86,37 +87,73 @@ static coll_status_t kv_lookup(void *ctx, int rank, char *addr, size_t cap,
   return COLL_OK;
 }
 
-static coll_status_t host_publish(const coll_store_ops_t *ops, int rank) {
-  char key[COLL_KV_KEY_MAX], id[COLL_HOST_ID_MAX];
+/* "<COLL_TRANSPORT> <host id>", as coll_tcp_create's ranks publish it. */
+static coll_status_t host_publish(const coll_store_ops_t *ops, int rank,
+                                  coll_transport_mode_t mode) {
+  char key[COLL_KV_KEY_MAX], info[COLL_HOST_INFO_MAX];
   snprintf(key, sizeof key, COLL_KV_HOST_KEY "%d", rank);
-  coll__host_id_of_rank(rank, id);
-  return coll__kv_set(ops, key, id, strlen(id));
+  coll__transport_host_info(mode, rank, info);
+  return coll__kv_set(ops, key, info, strlen(info));
 }
 
+static const char *mode_name(int tcp) { return tcp ? "tcp" : "auto or shm"; }
+
 /* Every rank published its host before its address, and the mesh is
- * connected: the keys are there, so the waits are short. */
+ * connected: the keys are there, so the waits are short. host_of gets
+ * world entries. The ranks must agree whether COLL_TRANSPORT is tcp: it
+ * decides whether the ranks of a host share memory. */
 static coll_status_t hosts_read(const coll_store_ops_t *ops, int world,
-                                int64_t deadline_ms, coll_transport_t *t) {
-  char key[COLL_KV_KEY_MAX], id[COLL_HOST_ID_MAX];
+                                int64_t deadline_ms, coll_transport_t *t,
+                                int *host_of) {
+  char key[COLL_KV_KEY_MAX], info[COLL_HOST_INFO_MAX];
   coll_host_table_t tab = {NULL, 0, 0};
-  int *host_of = malloc((size_t)world * sizeof *host_of), r;
   coll_status_t s = COLL_OK;
-  if (host_of == NULL)
-    return coll__err(COLL_ERR_NO_MEMORY, "store bootstrap: out of memory");
+  int r, tcp0 = 0;
   for (r = 0; r < world && s == COLL_OK; r++) {
     size_t len = 0;
     int64_t left = coll__remaining_ms(deadline_ms);
+    const char *id;
+    int tcp;
     snprintf(key, sizeof key, COLL_KV_HOST_KEY "%d", r);
-    s = coll__kv_get(ops, key, id, sizeof id - 1, &len, left == 0 ? 1 : left);
+    s = coll__kv_get(ops, key, info, sizeof info - 1, &len,
+                     left == 0 ? 1 : left);
     if (s != COLL_OK) break;
-    id[len < sizeof id ? len : sizeof id - 1] = '\0';
+    info[len < sizeof info ? len : sizeof info - 1] = '\0';
+    id = strchr(info, ' ');
+    id = id != NULL ? id + 1 : info;
+    tcp = atoi(info) == COLL_TRANSPORT_TCP;
+    if (r == 0) tcp0 = tcp;
+    if (tcp != tcp0) {
+      s = coll__err(COLL_ERR_INVALID_ARG,
+                    "ranks disagree on COLL_TRANSPORT: rank 0 has %s, rank "
+                    "%d has %s",
+                    mode_name(tcp0), r, mode_name(tcp));
+      break;
+    }
     host_of[r] = coll__host_table_index(&tab, id);
     if (host_of[r] < 0) s = COLL_ERR_NO_MEMORY;
   }
   if (s == COLL_OK) s = coll__t_set_hosts(t, host_of);
   coll__host_table_free(&tab);
-  free(host_of);
   return s;
+}
+
+/* The ranks that share a host also share memory among themselves for the
+ * two-level allreduce's steps within it (host_endpoint.c), unless
+ * COLL_TRANSPORT=tcp. */
+static coll_status_t add_host_endpoint(const coll_store_ops_t *ops, int rank,
+                                       int world, const int *host_of,
+                                       const char *job, int64_t deadline_ms,
+                                       coll_transport_t *t) {
+  coll_transport_t *h = NULL;
+  int r, elsewhere = 0;
+  for (r = 1; r < world; r++) elsewhere += host_of[r] != host_of[0];
+  if (elsewhere == 0) return COLL_OK; /* one host: the comm stays on TCP */
+  COLL_CHECK(coll__transport_host_create(ops, rank, world, host_of, job,
+                                         coll__env(COLL_ENV_AUTH_TOKEN),
+                                         deadline_ms, &h));
+  coll__t_set_host(t, h);
+  return COLL_OK;
 }
 
 coll_status_t coll__kv_tcp_local(char out[COLL_ADDR_TEXT_MAX]) {
@@ -133,7 +170,9 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
   int64_t left = coll__remaining_ms(deadline_ms);
   coll_tcp_rdv_t rdv = {&k, kv_publish, kv_lookup};
   coll_tcp_opts_t o;
+  coll_transport_mode_t mode;
   coll_status_t s;
+  int *host_of;
   *out = NULL;
   /* Distinct comms have distinct keys (the caller's prefix), not distinct
    * job ids: the handshake still refuses a peer of another world size. */
@@ -147,10 +186,18 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
                         left == 0 ? 1 : left};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: caller's store, listening on %s", rank,
             world, local);
-  COLL_CHECK(host_publish(ops, rank));
-  COLL_CHECK(coll__tcp_transport_create(&o, &rdv, out));
-  s = hosts_read(ops, world, deadline_ms, *out);
-  if (s != COLL_OK) {
+  COLL_CHECK(coll__transport_mode(&mode));
+  COLL_CHECK(host_publish(ops, rank, mode));
+  host_of = malloc((size_t)world * sizeof *host_of);
+  if (host_of == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "store bootstrap: out of memory");
+  s = coll__tcp_transport_create(&o, &rdv, out);
+  if (s != COLL_OK) coll__transport_host_skip(ops, rank);
+  if (s == COLL_OK) s = hosts_read(ops, world, deadline_ms, *out, host_of);
+  if (s == COLL_OK && mode != COLL_TRANSPORT_TCP)
+    s = add_host_endpoint(ops, rank, world, host_of, job, deadline_ms, *out);
+  free(host_of);
+  if (s != COLL_OK && *out != NULL) {
     coll_transport_destroy(*out);
     *out = NULL;
   }

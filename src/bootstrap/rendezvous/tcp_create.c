@@ -81,11 +81,13 @@ static coll_status_t add_host_endpoint(coll_store_t *st,
                                        const char *token, int64_t deadline_ms,
                                        coll_status_t s, coll_transport_t *t) {
   coll_transport_t *h = NULL;
+  coll_store_ops_t ops;
+  coll__store_client_ops(st, &ops);
   if (s != COLL_OK) {
-    coll__transport_host_skip(st, cfg->rank, cfg->world, host_of);
+    coll__transport_host_skip(&ops, cfg->rank);
     return s;
   }
-  COLL_CHECK(coll__transport_host_create(st, cfg->rank, cfg->world, host_of,
+  COLL_CHECK(coll__transport_host_create(&ops, cfg->rank, cfg->world, host_of,
                                          job, token, deadline_ms, &h));
   coll__t_set_host(t, h);
   return COLL_OK;
