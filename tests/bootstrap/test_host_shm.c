@@ -15,8 +15,8 @@
  *    naming rank 3, its host peer included;
  *  - timeout: rank 3 never joins; rank 1 times out in shared memory, and
  *    the report that says who is missing comes from the whole comm;
- *  - through coll_comm_init_store (over a store server in the test
- *    process): the same endpoint, and a setup that fails on every rank,
+ *  - through coll_comm_init_store (over a store server in a process of
+ *    its own): the same endpoint, and a setup that fails on every rank,
  *    saying why, when one rank has COLL_TRANSPORT=tcp. */
 #include <setjmp.h>
 #include <signal.h>
@@ -362,21 +362,68 @@ static void test_timeout_reported(void **state) {
   munmap(out, sizeof *out * WORLD);
 }
 
-static void test_init_store(void **state) {
+/* A store server in a process of its own: the ranks are forked from this
+ * one, which must not run threads of its own then (ThreadSanitizer cannot
+ * follow a fork of a threaded process). It serves until killed. */
+typedef struct store_proc {
+  pid_t pid;
+  int port;
+} store_proc_t;
+
+static int serve_store(void *p) {
+  _Atomic int *port = p;
+  bt_store_t *f = NULL;
+  void *state = NULL;
+  if (bt_store_setup(&state) != 0) return 1;
+  f = state;
+  atomic_store(port, f->port);
+  for (;;) pause();
+}
+
+static void store_start(store_proc_t *sp) {
+  _Atomic int *port = mmap(NULL, sizeof *port, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int64_t until = test_now_ms() + 10000;
+  assert_true(port != MAP_FAILED);
+  atomic_init(port, 0);
+  sp->pid = bt_fork(serve_store, port);
+  assert_true(sp->pid > 0);
+  while (atomic_load(port) == 0 && test_now_ms() < until) test_sleep_ms(5);
+  sp->port = atomic_load(port);
+  munmap((void *)port, sizeof *port);
+  if (sp->port == 0) {
+    kill(sp->pid, SIGKILL);
+    bt_wait_child(sp->pid, 5000);
+    fail_msg("the store server did not start within 10 s");
+  }
+}
+
+static void store_stop(store_proc_t *sp) {
+  kill(sp->pid, SIGKILL);
+  bt_wait_child(sp->pid, 5000);
+}
+
+static void store_case(int kase) {
   int st[WORLD];
+  store_proc_t sp;
   rank_out_t *out;
-  out = run_job(CASE_STORE, st, ((bt_store_t *)*state)->port);
+  store_start(&sp);
+  out = run_job(kase, st, sp.port);
+  store_stop(&sp);
   expect_ok(-1, out, st);
-  for (int r = 0; r < WORLD; r++) assert_int_equal(out[r].checked, 1);
+  for (int r = 0; kase == CASE_STORE && r < WORLD; r++)
+    assert_int_equal(out[r].checked, 1);
   munmap(out, sizeof *out * WORLD);
 }
 
+static void test_init_store(void **state) {
+  (void)state;
+  store_case(CASE_STORE);
+}
+
 static void test_init_store_mixed_transport(void **state) {
-  int st[WORLD];
-  rank_out_t *out;
-  out = run_job(CASE_STORE_MIXED, st, ((bt_store_t *)*state)->port);
-  expect_ok(-1, out, st);
-  munmap(out, sizeof *out * WORLD);
+  (void)state;
+  store_case(CASE_STORE_MIXED);
 }
 
 int main(void) {
@@ -385,10 +432,8 @@ int main(void) {
       cmocka_unit_test(test_killed_rank_named),
       cmocka_unit_test(test_abort_named),
       cmocka_unit_test(test_timeout_reported),
-      cmocka_unit_test_setup_teardown(test_init_store, bt_store_setup,
-                                      bt_store_teardown),
-      cmocka_unit_test_setup_teardown(test_init_store_mixed_transport,
-                                      bt_store_setup, bt_store_teardown),
+      cmocka_unit_test(test_init_store),
+      cmocka_unit_test(test_init_store_mixed_transport),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
