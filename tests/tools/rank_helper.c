@@ -2,6 +2,7 @@
 /* rank_helper.c: a rank program for the coll-run tests; what it does is
  * chosen by its first argument (see usage below). */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@ static const char usage[] =
     "  sleep-pid DIR             write DIR/pid.<rank>, sleep\n"
     "  print                     lines on stdout and stderr, a long line, and\n"
     "                            a last line without newline\n"
-    "  env                       print the launcher's variables\n";
+    "  env                       print the launcher's variables\n"
+    "  affinity                  print the CPUs this rank may run on\n";
 
 static const char *env_str(const char *name) {
   const char *v = getenv(name);
@@ -108,6 +110,21 @@ static int print_lines(int rank) {
   return 0;
 }
 
+/* "cpus 0 3 5": the CPUs of this process's affinity mask. */
+static int print_affinity(void) {
+  cpu_set_t set;
+  int cpu;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    perror("sched_getaffinity");
+    return 1;
+  }
+  printf("cpus");
+  for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, &set)) printf(" %d", cpu);
+  printf("\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int rank = env_int("RANK");
   const char *mode = argc > 1 ? argv[1] : "";
@@ -128,6 +145,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(mode, "print") == 0) return print_lines(rank);
+  if (strcmp(mode, "affinity") == 0) return print_affinity();
   if (strcmp(mode, "env") == 0) {
     printf("env %s %s %s %s %s %s\n", env_str("RANK"), env_str("WORLD_SIZE"),
            env_str("LOCAL_RANK"), env_str("LOCAL_WORLD_SIZE"),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_coll_run.c: coll-run as a user sees it: exit codes, stopping ranks
  * without leaving processes behind, signals, output prefixes, timeout. */
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -182,6 +183,47 @@ static void test_environment(void **state) {
   free(out);
 }
 
+/* "[rank] cpus ..." as rank_helper's affinity mode prints the set. */
+static void cpus_line(char *buf, size_t cap, int rank, const cpu_set_t *set) {
+  int cpu, n = snprintf(buf, cap, "[%d] cpus", rank);
+  for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, set))
+      n += snprintf(buf + n, cap - (size_t)n, " %d", cpu);
+}
+
+/* By default rank r runs on the (r mod C)-th of the C CPUs coll-run was
+ * given, so ranks do not pile onto one core; --bind none leaves them the
+ * whole set. Three ranks, so that one wraps around on a two-CPU host. */
+static void test_bind(void **state) {
+  char *const bound[] = {RUN, "-n", "3", HELPER, "affinity", NULL};
+  char *const loose[] = {RUN,    "-n",   "3",        "--bind",
+                         "none", HELPER, "affinity", NULL};
+  char line[8192], *out = NULL;
+  cpu_set_t all, one;
+  int r, cpu, k;
+  (void)state;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  assert_int_equal(run(&out, NULL, bound), 0);
+  for (r = 0; r < 3; r++) {
+    k = r % CPU_COUNT(&all);
+    CPU_ZERO(&one);
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+      if (CPU_ISSET(cpu, &all) && k-- == 0) break;
+    CPU_SET(cpu, &one);
+    cpus_line(line, sizeof line, r, &one);
+    if (proc_count_lines(out, line) != 1)
+      fail_msg("expected '%s' in coll-run's output, got: %s", line, out);
+  }
+  free(out);
+  assert_int_equal(run(&out, NULL, loose), 0);
+  for (r = 0; r < 3; r++) {
+    cpus_line(line, sizeof line, r, &all);
+    if (proc_count_lines(out, line) != 1)
+      fail_msg("expected '%s' in coll-run's output, got: %s", line, out);
+  }
+  free(out);
+}
+
 /* The ranks sleep far longer than --timeout: coll-run must stop them and
  * exit 124. They are started first, so that their pids are known. */
 static void test_timeout(void **state) {
@@ -243,6 +285,7 @@ static void test_bad_arguments(void **state) {
   char *const tmo[] = {RUN, "-n", "2", "--timeout", "-1", "true", NULL};
   char *const unknown[] = {RUN, "--bogus", "-n", "2", "true", NULL};
   char *const missing[] = {RUN, "-n", "2", "--timeout", NULL};
+  char *const bind[] = {RUN, "-n", "2", "--bind", "socket", "true", NULL};
   (void)state;
   expect_usage_error(none, "-n N is required");
   expect_usage_error(zero, "'0' is not a rank count");
@@ -252,6 +295,7 @@ static void test_bad_arguments(void **state) {
   expect_usage_error(tmo, "--timeout: '-1'");
   expect_usage_error(unknown, "unknown option '--bogus'");
   expect_usage_error(missing, "needs a value");
+  expect_usage_error(bind, "--bind: 'socket' is not core or none");
 }
 
 /* Options after PROGRAM belong to it, not to coll-run. */
@@ -316,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_sigterm_ignored_escalates),
       cmocka_unit_test(test_output_is_prefixed),
       cmocka_unit_test(test_environment),
+      cmocka_unit_test(test_bind),
       cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_program_not_executable),
       cmocka_unit_test(test_bad_arguments),

@@ -27,6 +27,10 @@ static const char usage_text[] =
     "      --timeout S       stop the job after S seconds, exit code 124\n"
     "      --grace S         seconds between SIGTERM and SIGKILL when\n"
     "                        stopping ranks (default 5)\n"
+    "      --bind core|none  core (default): rank r runs on CPU r mod C of "
+    "the\n"
+    "                        C CPUs coll-run may use, as mpirun binds its\n"
+    "                        ranks; none: ranks float over all of them\n"
     "      --keep-going      a rank that fails or dies does not stop the\n"
     "                        others (for jobs that shrink and continue);\n"
     "                        every rank's exit is reported\n"
@@ -94,7 +98,14 @@ static const char *bad_option(char **argv, char *buf, size_t cap) {
   return argv[optind - 1];
 }
 
-enum { OPT_ADDR = 256, OPT_PORT, OPT_TIMEOUT, OPT_GRACE, OPT_KEEP_GOING };
+enum {
+  OPT_ADDR = 256,
+  OPT_PORT,
+  OPT_TIMEOUT,
+  OPT_GRACE,
+  OPT_KEEP_GOING,
+  OPT_BIND
+};
 
 static const struct option long_opts[] = {
     {"nproc", required_argument, NULL, 'n'},
@@ -103,6 +114,7 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"grace", required_argument, NULL, OPT_GRACE},
     {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
+    {"bind", required_argument, NULL, OPT_BIND},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -134,6 +146,14 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
                              optarg);
         break;
       case OPT_KEEP_GOING: o->keep_going = 1; break;
+      case OPT_BIND:
+        if (strcmp(optarg, "core") == 0)
+          o->bind = 1;
+        else if (strcmp(optarg, "none") == 0)
+          o->bind = 0;
+        else
+          return usage_error("--bind: '%s' is not core or none", optarg);
+        break;
       case OPT_GRACE:
         if (parse_seconds(optarg, &o->grace_s) != 0)
           return usage_error("--grace: '%s' is not a number of seconds > 0",
@@ -155,8 +175,23 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
 }
 
 int main(int argc, char **argv) {
-  run_opts_t o = {0, "127.0.0.1", 0, 0.0, 5.0, 0, NULL};
-  int rc = parse_args(argc, argv, &o);
+  run_opts_t o;
+  int rc;
+  memset(&o, 0, sizeof o);
+  o.master_addr = "127.0.0.1";
+  o.grace_s = 5.0;
+  o.bind = 1;
+  rc = parse_args(argc, argv, &o);
   if (rc >= 0) return rc;
+  /* Ranks that float share cores at random: on a small host two ranks
+   * woken by each other's loopback traffic often end up on one core and
+   * halve a 1 MiB allreduce (README, Performance). */
+  if (o.bind && sched_getaffinity(0, sizeof o.cpus, &o.cpus) != 0) {
+    run_msg(
+        "--bind core: cannot read the CPUs this process may use (%s); "
+        "ranks are not bound",
+        strerror(errno));
+    o.bind = 0;
+  }
   return run_job(&o);
 }

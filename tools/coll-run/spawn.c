@@ -42,6 +42,19 @@ static void set_env_int(const char *name, int v) {
   setenv(name, buf, 1);
 }
 
+/* The (rank mod count)-th CPU of o->cpus, as a set of one. */
+static void rank_cpu(const run_opts_t *o, int rank, cpu_set_t *one) {
+  int count = CPU_COUNT(&o->cpus), want = rank % count, cpu;
+  CPU_ZERO(one);
+  for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &o->cpus)) continue;
+    if (want-- == 0) {
+      CPU_SET(cpu, one);
+      return;
+    }
+  }
+}
+
 /* In the child, between fork and exec. coll-run is single-threaded, so
  * setenv and stdio are safe here. Never returns. */
 static void child_exec(const run_opts_t *o, int port, int rank, int out_w,
@@ -66,6 +79,13 @@ static void child_exec(const run_opts_t *o, int port, int rank, int out_w,
   }
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0)
     _exit(RUN_EXIT_NOEXEC);
+  if (o->bind) {
+    cpu_set_t one;
+    rank_cpu(o, rank, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+      dprintf(STDERR_FILENO, "coll-run: rank %d: not bound to a CPU: %s\n",
+              rank, strerror(errno));
+  }
   set_env_int("RANK", rank);
   set_env_int("WORLD_SIZE", o->nranks);
   set_env_int("LOCAL_RANK", rank);
