@@ -66,6 +66,9 @@ int coll__trace_dump_all(const char *reason);
  * a collective fails. Thread-local, no locks. */
 void coll__trace_note_req(const void *req, int peer);
 void coll__trace_note_failed(const void *req);
+/* A failed wait on `peer` that had no request (a shared-memory round's
+ * flags): counts as the failed wait's peer, as above. */
+void coll__trace_note_failed_peer(int peer);
 /* The peer of the last failed wait on this thread since the last clear, or
  * -1; clears it. */
 int coll__trace_take_peer(void);

@@ -34,6 +34,10 @@ void coll__trace_note_failed(const void *req) {
   }
 }
 
+void coll__trace_note_failed_peer(int peer) {
+  if (tl_peers.failed == 0) tl_peers.failed = peer + 1;
+}
+
 int coll__trace_take_peer(void) {
   int p = tl_peers.failed - 1;
   tl_peers.failed = 0;

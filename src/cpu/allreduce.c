@@ -33,8 +33,8 @@ static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
  * cores and runs differed by more than the gap; measure again on a quiet
  * machine with a core per rank before adding a threshold here. */
 static int shm_wins(const coll_cpu_t *cpu, size_t bytes) {
-  (void)bytes;
-  return cpu->comm->world > 1;
+  size_t below = coll__t_shared(cpu->t)->allreduce_below;
+  return cpu->comm->world > 1 && (below == 0 || bytes < below);
 }
 
 /* 1 if an allreduce of `bytes` runs through the transport's shared memory. */

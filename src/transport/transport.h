@@ -82,6 +82,14 @@ enum { COLL_T_FLAG_IN = 0, COLL_T_FLAG_RED = 1, COLL_T_FLAG_OUT = 2 };
 #define COLL_T_NOTE_BYTES 64
 typedef struct coll_t_shared {
   size_t slot_bytes; /* a multiple of 64 */
+  /* Where the transport's messages are as cheap as these rounds for large
+   * buffers (threads: one copy from buffer to buffer), COLL_ALGO=auto
+   * keeps them: allreduces of at least allreduce_below bytes take the
+   * ring (0: none do), and broadcast, allgather and reduce-scatter run in
+   * rounds only when rounds_for_all is set. The descriptor check is a
+   * round whenever the transport has shared memory. */
+  size_t allreduce_below;
+  int rounds_for_all;
   /* Rank r's slot / result area of buffer b (0 or 1). */
   void *(*slot)(void *ctx, int r, int b);
   void *(*result)(void *ctx, int r, int b);

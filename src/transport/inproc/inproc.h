@@ -12,6 +12,7 @@
 #include "core/desync.h"
 #include "core/origin.h"
 #include "core/position.h"
+#include "transport/transport.h"
 
 /* Ranks of one process are threads; more than this is a caller's mistake. */
 #define INPROC_MAX_WORLD 4096
@@ -21,6 +22,9 @@
 /* How long a wait polls before it sleeps on its condition variable, when
  * every rank thread can have a core of its own. */
 #define INPROC_SPIN_NS 20000u
+/* Each slot and result area of the shared-memory collectives, per rank
+ * (inproc_shared.c): as the shm transport's, so a round stays in cache. */
+#define INPROC_COLL_SLOT (256u * 1024u)
 /* Request objects are allocated this many at a time per endpoint. */
 #define INPROC_REQ_BLOCK 32
 
@@ -91,6 +95,15 @@ struct inproc_ep {
   /* Where this rank's comm is: written by its threads, read by a peer
    * whose collective timed out (inproc_desync.c). */
   coll_pos_t pos;
+  /* The shared-memory collectives' view of this rank (inproc_shared.c):
+   * its progress flags (COLL_T_FLAG_*, on a line of their own: every peer
+   * polls them), its notes, and its two slots and two result areas in
+   * coll_mem (NULL: the world has none). Only this rank's collective
+   * thread writes them; coll_round is its own. */
+  _Alignas(64) _Atomic uint64_t coll_flag[3];
+  unsigned char coll_note[2][COLL_T_NOTE_BYTES];
+  uint64_t coll_round;
+  char *coll_mem;
   /* Constant after creation. */
   inproc_world_t *w;
   int rank;
@@ -109,6 +122,11 @@ struct inproc_world {
    * written, then published with report_ready. */
   atomic_int report_claimed, report_ready;
   char report[COLL_DESYNC_REPORT_MAX];
+  /* Where waiters on the shared-memory collectives' flags sleep; posts and
+   * closes broadcast flag_cv (inproc_shared.c). */
+  uv_mutex_t flag_mu;
+  uv_cond_t flag_cv;
+  atomic_int flag_sleepers;
 };
 
 /* The vtable slots (inproc_match.c, inproc_wait.c, inproc_close.c). */
@@ -162,6 +180,15 @@ void coll__inproc_leave(void *ctx);
 
 void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
                            const inproc_ep_t *lost_by);
+
+/* inproc_shared.c: the shared-memory collectives' memory. alloc gives
+ * every rank its slots, or none (returns 0) when memory is short; free
+ * releases them; shared is the table for coll__t_set_shared, or NULL when
+ * there is none; wake ends every flag wait's sleep (a close calls it). */
+int coll__inproc_shared_alloc(inproc_world_t *w);
+void coll__inproc_shared_free(inproc_world_t *w);
+const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w);
+void coll__inproc_shared_wake(inproc_world_t *w);
 
 /* A request from the owner's free list (NULL when out of memory) / back to
  * it. Any thread calling into the endpoint. */

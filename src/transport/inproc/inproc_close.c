@@ -84,6 +84,8 @@ void coll__inproc_close(inproc_ep_t *x, int why, const coll_origin_t *o) {
   atomic_store(&x->lost, why);
   sweep(x, x);
   uv_mutex_unlock(&x->mu);
+  /* Waits on the shared-memory collectives' flags look at `lost` too. */
+  coll__inproc_shared_wake(w);
   /* One endpoint lock at a time: matching never holds two either. */
   for (i = 0; i < w->size; i++) {
     inproc_ep_t *at = &w->eps[i];

@@ -99,6 +99,9 @@ static unsigned cores(void) {
 static void world_free(inproc_world_t *w, int n) {
   int i;
   coll__inproc_board_free(w);
+  coll__inproc_shared_free(w);
+  uv_cond_destroy(&w->flag_cv);
+  uv_mutex_destroy(&w->flag_mu);
   for (i = 0; i < n; i++) {
     uv_cond_destroy(&w->eps[i].idle_cv);
     uv_mutex_destroy(&w->eps[i].mu);
@@ -122,6 +125,7 @@ static int ep_init(inproc_ep_t *ep, inproc_world_t *w, int rank) {
   }
   atomic_init(&ep->lost, INPROC_OPEN);
   atomic_init(&ep->closed, 0);
+  for (int k = 0; k < 3; k++) atomic_init(&ep->coll_flag[k], 0);
   coll__pos_init(&ep->pos);
   ep->w = w;
   ep->rank = rank;
@@ -132,11 +136,23 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
   inproc_world_t *w = calloc(1, sizeof *w);
   coll_status_t s = COLL_OK;
   int i = 0;
+  if (w == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY,
+                     "inproc_create: out of memory for %d endpoints", size);
+  if (uv_mutex_init(&w->flag_mu) != 0) {
+    free(w);
+    return coll__err(COLL_ERR_SYSTEM, "inproc_create: could not create a lock");
+  }
+  if (uv_cond_init(&w->flag_cv) != 0) {
+    uv_mutex_destroy(&w->flag_mu);
+    free(w);
+    return coll__err(COLL_ERR_SYSTEM, "inproc_create: could not create a lock");
+  }
+  atomic_init(&w->flag_sleepers, 0);
   /* aligned_alloc wants a multiple of the alignment: sizeof already is. */
-  if (w != NULL)
-    w->eps = aligned_alloc(_Alignof(inproc_ep_t),
-                           (size_t)size * sizeof(inproc_ep_t));
-  if (w == NULL || w->eps == NULL) {
+  w->eps =
+      aligned_alloc(_Alignof(inproc_ep_t), (size_t)size * sizeof(inproc_ep_t));
+  if (w->eps == NULL) {
     s = coll__err(COLL_ERR_NO_MEMORY,
                   "inproc_create: out of memory for %d endpoints", size);
     goto fail;
@@ -160,11 +176,17 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
       goto fail;
     }
   }
+  /* Without the memory the ranks still talk by messages. */
+  if (!coll__inproc_shared_alloc(w))
+    COLL_WARN(COLL_LOG_NET,
+              "inproc: no memory for the shared-memory collectives of %d "
+              "ranks; using messages",
+              size);
   *out = w;
   return COLL_OK;
 
 fail:
-  if (w != NULL) world_free(w, i);
+  world_free(w, i);
   return s;
 }
 
@@ -204,6 +226,8 @@ coll_status_t coll_inproc_create(int world, coll_transport_t **out) {
                                           world, &out[made]),
                     s, fail);
     coll__t_set_segment_bytes(out[made], INPROC_SEGMENT_BYTES);
+    if (coll__inproc_shared(w) != NULL)
+      coll__t_set_shared(out[made], coll__inproc_shared(w));
     coll__t_set_fail_hooks(out[made], coll__inproc_fail, coll__inproc_origin);
     coll__t_set_shrink_hooks(out[made], coll__inproc_shrink,
                              coll__inproc_leave);

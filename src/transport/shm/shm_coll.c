@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "transport/shm/shm_int.h"
 
 /* The longest sleep between two looks at the flags: a safety net for a
@@ -118,6 +119,7 @@ static coll_status_t check(shm_ep_t *ep, int p) {
     if (pr->lost) {
       memcpy(why, pr->why, sizeof why);
       s = pr->lost_status;
+      coll__trace_note_failed_peer(coll__shm_name(ep, p));
     }
   }
   pthread_mutex_unlock(&ep->mu);
@@ -187,11 +189,13 @@ static coll_status_t wait_slow(shm_ep_t *ep, int which, uint64_t v,
         if (s != COLL_OK) return s;
       }
     left = deadline_ms < 0 ? SHM_FLAG_SLEEP_MS : deadline_ms - coll__now_ms();
-    if (left <= 0)
+    if (left <= 0) {
+      coll__trace_note_failed_peer(coll__shm_name(ep, p));
       return coll_set_last_error(COLL_ERR_TIMEOUT,
                                  "shm: rank %d did not reach round %llu of "
                                  "the collective in time",
                                  coll__shm_name(ep, p), (unsigned long long)v);
+    }
     if (coll__now_ns() - spin_from < (uint64_t)ep->spin_ns) {
       /* Now and then let another thread have the core: on a host with
        * more ranks than cores, the peer this rank waits for may need
@@ -227,6 +231,8 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
 
 const coll_t_shared_t coll__shm_shared = {
     .slot_bytes = SHM_COLL_SLOT,
+    .allreduce_below = 0,
+    .rounds_for_all = 1,
     .slot = coll_slot,
     .result = coll_result,
     .next_round = next_round,

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* inproc_shared.c: the memory the collectives designed for shared memory
+ * use (transport.h, coll_t_shared_t), between the threads of one world.
+ * Threads share an address space, so this is what the shm transport maps
+ * (shm_coll.c) without the mapping: every rank's slots and result areas
+ * in one allocation of its own, its flags and notes in its endpoint. A
+ * waiter spins while its peers are about to answer (when every rank
+ * thread can have a core), then sleeps on the world's flag_cv; a post
+ * wakes the sleepers, and so does an endpoint's close (inproc_close.c),
+ * so an abort or a peer's end stops the wait at once. */
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/trace.h"
+#include "transport/inproc/inproc.h"
+#include "transport/transport.h"
+
+/* The longest sleep between two looks at the flags: a safety net only. */
+#define INPROC_FLAG_SLEEP_NS 10000000u
+/* How long a waiter polls the flags before it sleeps, with more rank
+ * threads than cores too (it yields as it polls): as the shm transport's
+ * waiters (SHM_SPIN_US_DEFAULT). */
+#define INPROC_FLAG_SPIN_NS 50000u
+/* Pause instructions between two sched_yield calls while spinning. */
+#define INPROC_FLAG_SPINS_PER_YIELD 64
+
+static void *coll_slot(void *ctx, int r, int b) {
+  inproc_ep_t *ep = ctx;
+  return ep->w->eps[r].coll_mem + (size_t)b * INPROC_COLL_SLOT;
+}
+
+static void *coll_result(void *ctx, int r, int b) {
+  inproc_ep_t *ep = ctx;
+  return ep->w->eps[r].coll_mem + (size_t)(2 + b) * INPROC_COLL_SLOT;
+}
+
+static void *coll_note(void *ctx, int r, int b) {
+  inproc_ep_t *ep = ctx;
+  return ep->w->eps[r].coll_note[b];
+}
+
+static uint64_t next_round(void *ctx) {
+  inproc_ep_t *ep = ctx;
+  return ++ep->coll_round;
+}
+
+static uint64_t flag(const inproc_ep_t *ep, int which) {
+  return atomic_load_explicit(&((inproc_ep_t *)ep)->coll_flag[which],
+                              memory_order_acquire);
+}
+
+static void post(void *ctx, int which, uint64_t v) {
+  inproc_ep_t *ep = ctx;
+  inproc_world_t *w = ep->w;
+  atomic_store_explicit(&ep->coll_flag[which], v, memory_order_release);
+  /* Pairs with the fence in sleep_on: either the sleeper sees the flag,
+   * or this sees the sleeper. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&w->flag_sleepers, memory_order_relaxed) > 0) {
+    uv_mutex_lock(&w->flag_mu);
+    uv_cond_broadcast(&w->flag_cv);
+    uv_mutex_unlock(&w->flag_mu);
+  }
+}
+
+static int is_closed(const inproc_ep_t *x) {
+  return atomic_load(&((inproc_ep_t *)x)->lost) != INPROC_OPEN;
+}
+
+/* What ends a wait for round v of `which`: -1 this endpoint's own close,
+ * p a peer that closed before it finished the round (its flag `which` or
+ * its OUT short of v: it gave up on the collective, so this rank must not
+ * finish it either), INT_MAX nothing. */
+static int ender(const inproc_ep_t *ep, int which, uint64_t v) {
+  const inproc_world_t *w = ep->w;
+  if (is_closed(ep)) return -1;
+  for (int p = 0; p < w->size; p++) {
+    const inproc_ep_t *x = &w->eps[p];
+    if (x != ep && is_closed(x) &&
+        (flag(x, which) < v || flag(x, COLL_T_FLAG_OUT) < v))
+      return p;
+  }
+  return INT_MAX;
+}
+
+/* COLL_OK, or what ends the wait (ender), with a text. */
+static coll_status_t check(inproc_ep_t *ep, int which, uint64_t v) {
+  int e = ender(ep, which, v);
+  const inproc_ep_t *x = e < 0 ? ep : &ep->w->eps[e];
+  coll_status_t s;
+  char seen[160];
+  if (e == INT_MAX) return COLL_OK;
+  if (e >= 0) {
+    coll__inproc_note_origin(ep, &x->origin);
+    coll__trace_note_failed_peer(e);
+  }
+  s = coll__origin_req_status(&x->origin);
+  if (s == COLL_OK) s = COLL_ERR_ABORTED;
+  if (e < 0 && ep->origin.rank == ep->rank)
+    snprintf(seen, sizeof seen, "this endpoint was %s",
+             inproc_why_text(atomic_load(&((inproc_ep_t *)ep)->lost)));
+  else
+    coll__origin_text(&x->origin, ep->rank, seen, sizeof seen);
+  if (e < 0)
+    return coll__err(s, "inproc rank %d: collective round %" PRIu64 ": %s",
+                     ep->rank, v, seen);
+  return coll__err(s,
+                   "inproc rank %d: waiting for rank %d in collective round "
+                   "%" PRIu64 ": %s",
+                   ep->rank, e, v, seen);
+}
+
+/* The first peer whose flag `which` has not reached v, or -1. */
+static int first_behind(const inproc_ep_t *ep, int which, uint64_t v) {
+  const inproc_world_t *w = ep->w;
+  for (int p = 0; p < w->size; p++)
+    if (p != ep->rank && flag(&w->eps[p], which) < v) return p;
+  return -1;
+}
+
+/* Sleeps on flag_cv for at most ns, unless a flag or a close that ends
+ * the wait came first. */
+static void sleep_on(inproc_ep_t *ep, int which, uint64_t v, uint64_t ns) {
+  inproc_world_t *w = ep->w;
+  uv_mutex_lock(&w->flag_mu);
+  atomic_fetch_add(&w->flag_sleepers, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  /* A close stores `lost` before it takes flag_mu to broadcast: looked at
+   * under the lock, it cannot slip between this look and the wait. */
+  if (first_behind(ep, which, v) >= 0 && ender(ep, which, v) == INT_MAX)
+    (void)uv_cond_timedwait(&w->flag_cv, &w->flag_mu, ns);
+  atomic_fetch_sub(&w->flag_sleepers, 1);
+  uv_mutex_unlock(&w->flag_mu);
+}
+
+static coll_status_t wait_all(void *ctx, int which, uint64_t v,
+                              int64_t deadline_ms) {
+  inproc_ep_t *ep = ctx;
+  uint64_t spin_until = uv_hrtime() + INPROC_FLAG_SPIN_NS;
+  unsigned spins = 0;
+  for (;;) {
+    int p = first_behind(ep, which, v);
+    coll_status_t s = check(ep, which, v);
+    int64_t left;
+    if (s != COLL_OK) return s;
+    if (p < 0) return COLL_OK;
+    left = deadline_ms < 0 ? INT64_MAX : deadline_ms - coll__now_ms();
+    if (left <= 0) {
+      coll__trace_note_failed_peer(p);
+      return coll__err(COLL_ERR_TIMEOUT,
+                       "inproc: rank %d did not reach round %" PRIu64
+                       " of the collective in time",
+                       p, v);
+    }
+    if (uv_hrtime() < spin_until) {
+      /* Now and then let another thread have the core: the peer this rank
+       * waits for may need exactly this one. */
+      if (++spins % INPROC_FLAG_SPINS_PER_YIELD == 0)
+        sched_yield();
+      else
+        inproc_cpu_relax();
+      continue;
+    }
+    sleep_on(ep, which, v,
+             left < INPROC_FLAG_SLEEP_NS / 1000000 ? (uint64_t)left * 1000000u
+                                                   : INPROC_FLAG_SLEEP_NS);
+  }
+}
+
+/* Threads against the message path of the same build (coll-perf
+ * --threads N -c 0, in place, f32 SUM, 2 runs interleaved, quiet 2-vCPU
+ * VM), busbw GB/s, messages / rounds:
+ *
+ *   ranks  1M         2M         4M         8M          16M
+ *   2      4.2/6.1    5.9/6.0    6.9/6.1    10.0/6.1    8.6/5.7
+ *   4      2.7/3.5    3.2/3.8    3.2/3.6    4.0/3.5     4.1/3.4
+ *
+ * and at 4 KiB 4.5-4.9 us / 2.2-2.8 us (2 ranks), 77-82 / 16 us (4).
+ * Messages between threads are one copy from buffer to buffer, where a
+ * round copies in and out of the slots: from 4 MiB up the ring wins.
+ * Broadcast and allgather by messages took a quarter to a half of the
+ * rounds' time with 2 ranks (4 KiB to 16 MiB), so they keep messages;
+ * reduce-scatter came out mixed (rounds ahead to 1 MiB, even at 16 MiB)
+ * and keeps them too. With more ranks than cores rounds led all three
+ * below 1 MiB (4 ranks, 4 KiB: 20-40 us against 110-170): there the
+ * message waits sleep at once (INPROC_SPIN_NS). */
+static const coll_t_shared_t inproc_shared = {
+    .slot_bytes = INPROC_COLL_SLOT,
+    .allreduce_below = 4u << 20,
+    .rounds_for_all = 0,
+    .slot = coll_slot,
+    .result = coll_result,
+    .next_round = next_round,
+    .post = post,
+    .wait_all = wait_all,
+    .note = coll_note,
+};
+
+int coll__inproc_shared_alloc(inproc_world_t *w) {
+  int i;
+  for (i = 0; i < w->size; i++) {
+    /* Untouched until a collective uses it: malloc maps this size lazily. */
+    w->eps[i].coll_mem = aligned_alloc(64, 4 * (size_t)INPROC_COLL_SLOT);
+    if (w->eps[i].coll_mem == NULL) break;
+  }
+  if (i == w->size) return 1;
+  /* Every rank or none: the ranks must pick the same algorithms. */
+  coll__inproc_shared_free(w);
+  return 0;
+}
+
+void coll__inproc_shared_free(inproc_world_t *w) {
+  for (int i = 0; i < w->size; i++) {
+    free(w->eps[i].coll_mem);
+    w->eps[i].coll_mem = NULL;
+  }
+}
+
+const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w) {
+  return w->eps[0].coll_mem != NULL ? &inproc_shared : NULL;
+}
+
+void coll__inproc_shared_wake(inproc_world_t *w) {
+  uv_mutex_lock(&w->flag_mu);
+  uv_cond_broadcast(&w->flag_cv);
+  uv_mutex_unlock(&w->flag_mu);
+}

@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_inproc_shared.c: the shared memory the in-process transport gives
+ * the collectives designed for it (inproc_shared.c): rank threads that
+ * write their slots, post and wait see each other's data; a wait ends
+ * with the endpoint's abort, with a peer that closed before it finished
+ * the round (naming it, for the flight recorder too), or at the deadline
+ * naming the rank behind; a peer that finished the round and left does
+ * not fail it. Through a comm, COLL_ALGO=auto runs allreduces below
+ * allreduce_below in rounds and larger ones on messages, bit-exact either
+ * way. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/clock.h"
+#include "core/trace.h"
+#include "transport/inproc/inproc.h"
+#include "transport_test.h"
+
+#define ROUNDS 200
+
+static const coll_t_shared_t *sh_of(coll_transport_t *t) {
+  const coll_t_shared_t *sh = coll__t_shared(t);
+  assert_non_null(sh);
+  return sh;
+}
+
+static int64_t deadline_in(int64_t ms) { return coll__now_ms() + ms; }
+
+static void expect_text(const char *want) {
+  if (strstr(coll_last_error(), want) == NULL)
+    fail_msg("expected '%s' in the error, got: %s", want, coll_last_error());
+}
+
+/* The table: every rank sees the same slots, one area per rank and
+ * buffer, none overlapping; the policy COLL_ALGO=auto reads. */
+static void test_table(void **state) {
+  coll_transport_t *t[3];
+  const coll_t_shared_t *sh;
+  int r, b;
+  (void)state;
+  assert_int_equal(coll_inproc_create(3, t), COLL_OK);
+  sh = sh_of(t[0]);
+  assert_int_equal(sh->slot_bytes % 64, 0);
+  assert_int_equal(sh->allreduce_below, 4u << 20);
+  assert_int_equal(sh->rounds_for_all, 0);
+  for (r = 0; r < 3; r++)
+    for (b = 0; b < 2; b++) {
+      char *slot = sh->slot(t[0]->ctx, r, b);
+      char *res = sh->result(t[0]->ctx, r, b);
+      assert_ptr_equal(slot, sh_of(t[2])->slot(t[2]->ctx, r, b));
+      assert_ptr_equal(sh->note(t[0]->ctx, r, b),
+                       sh_of(t[1])->note(t[1]->ctx, r, b));
+      /* Whole areas are usable: a write at both ends. */
+      slot[0] = slot[sh->slot_bytes - 1] = (char)(r + b);
+      res[0] = res[sh->slot_bytes - 1] = (char)(r + b);
+    }
+  for (r = 0; r < 3; r++) {
+    char *s0 = sh->slot(t[0]->ctx, r, 0), *s1 = sh->slot(t[0]->ctx, r, 1);
+    char *r0 = sh->result(t[0]->ctx, r, 0);
+    assert_true(s1 >= s0 + sh->slot_bytes && r0 >= s1 + sh->slot_bytes);
+  }
+  for (r = 0; r < 3; r++) coll_transport_destroy(t[r]);
+}
+
+typedef struct rounds_job {
+  coll_transport_t *t[TT_MAX_RANKS];
+  tt_result_t res[TT_MAX_RANKS];
+} rounds_job_t;
+
+/* Each round: write (rank, round) over the slot and the note, post IN,
+ * wait for every IN, check every peer's slot and note, post OUT, wait for
+ * every OUT before the buffer comes round again. */
+static void rounds_rank(int rank, int world, void *arg) {
+  rounds_job_t *j = arg;
+  const coll_t_shared_t *sh = coll__t_shared(j->t[rank]);
+  void *ctx = j->t[rank]->ctx;
+  size_t words = sh->slot_bytes / sizeof(uint64_t), k;
+  for (int i = 0; i < ROUNDS; i++) {
+    uint64_t v = sh->next_round(ctx);
+    int b = (int)(v & 1);
+    uint64_t *mine = sh->slot(ctx, rank, b);
+    if (v != (uint64_t)i + 1) {
+      tt_fail(&j->res[rank], "round %llu, expected %d", (unsigned long long)v,
+              i + 1);
+      return;
+    }
+    if (v > 2 && sh->wait_all(ctx, COLL_T_FLAG_OUT, v - 2,
+                              deadline_in(TT_WAIT_MS)) != COLL_OK) {
+      tt_fail(&j->res[rank], "round %d, OUT: %s", i, coll_last_error());
+      return;
+    }
+    for (k = 0; k < words; k += 509) mine[k] = (uint64_t)rank << 32 | v;
+    memcpy(sh->note(ctx, rank, b), &v, sizeof v);
+    sh->post(ctx, COLL_T_FLAG_IN, v);
+    if (sh->wait_all(ctx, COLL_T_FLAG_IN, v, deadline_in(TT_WAIT_MS)) !=
+        COLL_OK) {
+      tt_fail(&j->res[rank], "round %d, IN: %s", i, coll_last_error());
+      return;
+    }
+    for (int p = 0; p < world; p++) {
+      const uint64_t *theirs = sh->slot(ctx, p, b);
+      uint64_t note;
+      memcpy(&note, sh->note(ctx, p, b), sizeof note);
+      for (k = 0; k < words; k += 509)
+        if (theirs[k] != ((uint64_t)p << 32 | v) || note != v) {
+          tt_fail(&j->res[rank], "round %d: rank %d's slot or note is stale", i,
+                  p);
+          return;
+        }
+    }
+    sh->post(ctx, COLL_T_FLAG_OUT, v);
+  }
+}
+
+static void test_rounds_between_threads(void **state) {
+  rounds_job_t j;
+  int n, r;
+  (void)state;
+  for (n = 2; n <= 4; n++) {
+    memset(&j, 0, sizeof j);
+    assert_int_equal(coll_inproc_create(n, j.t), COLL_OK);
+    test_run_ranks(n, rounds_rank, &j, TT_RUN_MS, "rounds");
+    TT_ASSERT_RANKS_OK(j.res, n);
+    for (r = 0; r < n; r++) coll_transport_destroy(j.t[r]);
+  }
+}
+
+typedef struct later {
+  coll_transport_t *t;
+  int64_t after_ms;
+  int destroy;
+} later_t;
+
+static void *close_later(void *arg) {
+  later_t *l = arg;
+  test_sleep_ms(l->after_ms);
+  if (l->destroy)
+    coll_transport_destroy(l->t);
+  else
+    coll__t_abort(l->t);
+  return NULL;
+}
+
+/* An abort from another thread ends this rank's own wait (asleep by then:
+ * the spin is 50 us) with ABORTED, long before the deadline. */
+static void test_abort_wakes_the_wait(void **state) {
+  coll_transport_t *t[2];
+  const coll_t_shared_t *sh;
+  later_t l;
+  pthread_t th;
+  (void)state;
+  assert_int_equal(coll_inproc_create(2, t), COLL_OK);
+  sh = sh_of(t[0]);
+  l = (later_t){t[0], 100, 0};
+  assert_int_equal(pthread_create(&th, NULL, close_later, &l), 0);
+  assert_int_equal(sh->next_round(t[0]->ctx), 1);
+  assert_int_equal(
+      sh->wait_all(t[0]->ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+      COLL_ERR_ABORTED);
+  expect_text("this endpoint was aborted");
+  pthread_join(th, NULL);
+  coll_transport_destroy(t[0]);
+  coll_transport_destroy(t[1]);
+}
+
+/* A peer aborted before it posted: the wait fails with ABORTED naming it,
+ * and the flight recorder hears which peer it was. */
+static void test_peer_abort_names_it(void **state) {
+  coll_transport_t *t[3];
+  const coll_t_shared_t *sh;
+  later_t l;
+  pthread_t th;
+  void *ctx;
+  (void)state;
+  assert_int_equal(coll_inproc_create(3, t), COLL_OK);
+  sh = sh_of(t[0]);
+  ctx = t[0]->ctx;
+  (void)coll__trace_take_peer();
+  sh_of(t[1])->next_round(t[1]->ctx);
+  sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_IN, 1);
+  l = (later_t){t[2], 100, 0};
+  assert_int_equal(pthread_create(&th, NULL, close_later, &l), 0);
+  assert_int_equal(sh->next_round(ctx), 1);
+  sh->post(ctx, COLL_T_FLAG_IN, 1);
+  assert_int_equal(
+      sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+      COLL_ERR_ABORTED);
+  expect_text("waiting for rank 2");
+  expect_text("rank 2 aborted");
+  assert_int_equal(coll__trace_take_peer(), 2);
+  pthread_join(th, NULL);
+  for (int r = 0; r < 3; r++) coll_transport_destroy(t[r]);
+}
+
+/* A peer that finished round 1 (IN and OUT) and was then destroyed does
+ * not fail round 1; round 2, which it never reached, is PEER_LOST. */
+static void test_peer_that_finished_and_left(void **state) {
+  coll_transport_t *t[2];
+  const coll_t_shared_t *sh;
+  void *ctx;
+  (void)state;
+  assert_int_equal(coll_inproc_create(2, t), COLL_OK);
+  sh = sh_of(t[0]);
+  ctx = t[0]->ctx;
+  sh_of(t[1])->next_round(t[1]->ctx);
+  sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_IN, 1);
+  sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_OUT, 1);
+  coll_transport_destroy(t[1]);
+  assert_int_equal(sh->next_round(ctx), 1);
+  assert_int_equal(
+      sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)), COLL_OK);
+  assert_int_equal(
+      sh->wait_all(ctx, COLL_T_FLAG_OUT, 1, deadline_in(TT_WAIT_MS)), COLL_OK);
+  assert_int_equal(
+      sh->wait_all(ctx, COLL_T_FLAG_IN, 2, deadline_in(TT_WAIT_MS)),
+      COLL_ERR_PEER_LOST);
+  expect_text("waiting for rank 1");
+  coll_transport_destroy(t[0]);
+}
+
+/* Nobody closes anything: the deadline ends the wait, naming the first
+ * rank behind (rank 2 posted, rank 1 did not). */
+static void test_deadline_names_the_rank_behind(void **state) {
+  coll_transport_t *t[3];
+  const coll_t_shared_t *sh;
+  void *ctx;
+  (void)state;
+  assert_int_equal(coll_inproc_create(3, t), COLL_OK);
+  sh = sh_of(t[0]);
+  ctx = t[0]->ctx;
+  (void)coll__trace_take_peer();
+  sh_of(t[2])->next_round(t[2]->ctx);
+  sh_of(t[2])->post(t[2]->ctx, COLL_T_FLAG_IN, 1);
+  assert_int_equal(sh->next_round(ctx), 1);
+  assert_int_equal(sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(200)),
+                   COLL_ERR_TIMEOUT);
+  expect_text("rank 1 did not reach round 1");
+  assert_int_equal(coll__trace_take_peer(), 1);
+  for (int r = 0; r < 3; r++) coll_transport_destroy(t[r]);
+}
+
+/* ---- through a comm ---------------------------------------------------- */
+
+#define WORLD 3
+/* f32 elements on each side of allreduce_below (4 MiB). */
+static const size_t k_counts[] = {1, 1000, (1u << 20) - 1, 1u << 20,
+                                  (1u << 20) + 7};
+
+typedef struct comm_job {
+  coll_transport_t *t[WORLD];
+  coll_comm_t *c[WORLD];
+  uint64_t rounds[WORLD][sizeof k_counts / sizeof k_counts[0]];
+  tt_result_t res[WORLD];
+} comm_job_t;
+
+/* Small integers: the sum is exact in any order, so each rank's result is
+ * checked against the serial one bit for bit. */
+static void comm_rank(int rank, int world, void *arg) {
+  comm_job_t *j = arg;
+  inproc_ep_t *ep = j->t[rank]->ctx;
+  size_t n = sizeof k_counts / sizeof k_counts[0];
+  for (size_t i = 0; i < n; i++) {
+    size_t count = k_counts[i], e;
+    float *x = malloc(count * sizeof *x);
+    uint64_t before = ep->coll_round;
+    coll_status_t s;
+    if (x == NULL) {
+      tt_fail(&j->res[rank], "out of memory");
+      return;
+    }
+    for (e = 0; e < count; e++) x[e] = (float)((e * 7 + (size_t)rank) % 13);
+    s = coll_allreduce(j->c[rank], x, x, count, COLL_F32, COLL_SUM, NULL);
+    j->rounds[rank][i] = ep->coll_round - before;
+    for (e = 0; s == COLL_OK && e < count; e++) {
+      float want = 0;
+      for (int r = 0; r < world; r++) want += (float)((e * 7 + (size_t)r) % 13);
+      if (x[e] != want) {
+        tt_fail(&j->res[rank], "count %zu: element %zu is %g, not %g", count, e,
+                (double)x[e], (double)want);
+        break;
+      }
+    }
+    free(x);
+    if (s != COLL_OK) {
+      tt_fail(&j->res[rank], "count %zu: %s", count, coll_last_error());
+      return;
+    }
+  }
+}
+
+/* Below 4 MiB the allreduce runs in rounds (several for more than a slot
+ * per rank); from 4 MiB on, on messages, with the descriptor check as the
+ * one round. */
+static void test_comm_allreduce_picks_by_size(void **state) {
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  comm_job_t j;
+  size_t n = sizeof k_counts / sizeof k_counts[0];
+  (void)state;
+  memset(&j, 0, sizeof j);
+  cfg.timeout_ms = TT_WAIT_MS;
+  assert_int_equal(coll_inproc_create(WORLD, j.t), COLL_OK);
+  for (int r = 0; r < WORLD; r++)
+    assert_int_equal(coll_comm_create(j.t[r], &cfg, &j.c[r]), COLL_OK);
+  test_run_ranks(WORLD, comm_rank, &j, TT_RUN_MS, "allreduce");
+  TT_ASSERT_RANKS_OK(j.res, WORLD);
+  for (int r = 0; r < WORLD; r++)
+    for (size_t i = 0; i < n; i++) {
+      int big = k_counts[i] * sizeof(float) >= (4u << 20);
+      if (big ? j.rounds[r][i] != 1 : j.rounds[r][i] < 1)
+        fail_msg("rank %d, %zu elements: %llu rounds (%s)", r, k_counts[i],
+                 (unsigned long long)j.rounds[r][i],
+                 big ? "the check alone expected" : "rounds expected");
+      if (i == 2 && j.rounds[r][i] < 4)
+        fail_msg(
+            "rank %d: a 4 MiB - 4 B allreduce took %llu rounds; it "
+            "spans several slots",
+            r, (unsigned long long)j.rounds[r][i]);
+    }
+  for (int r = 0; r < WORLD; r++) coll_comm_destroy(j.c[r]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_table),
+      cmocka_unit_test(test_rounds_between_threads),
+      cmocka_unit_test(test_abort_wakes_the_wait),
+      cmocka_unit_test(test_peer_abort_names_it),
+      cmocka_unit_test(test_peer_that_finished_and_left),
+      cmocka_unit_test(test_deadline_names_the_rank_behind),
+      cmocka_unit_test(test_comm_allreduce_picks_by_size),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
