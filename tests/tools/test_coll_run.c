@@ -191,37 +191,57 @@ static void cpus_line(char *buf, size_t cap, int rank, const cpu_set_t *set) {
       n += snprintf(buf + n, cap - (size_t)n, " %d", cpu);
 }
 
-/* By default rank r runs on the (r mod C)-th of the C CPUs coll-run was
- * given, so ranks do not pile onto one core; --bind none leaves them the
- * whole set. Three ranks, so that one wraps around on a two-CPU host. */
+/* The CPUs in positions [lo, hi) of `all`, in order. */
+static void cpus_between(const cpu_set_t *all, int lo, int hi, cpu_set_t *out) {
+  int cpu, k = 0;
+  CPU_ZERO(out);
+  for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, all)) {
+      if (k >= lo && k < hi) CPU_SET(cpu, out);
+      k++;
+    }
+}
+
+/* Runs n ranks printing their CPUs; checks rank r's against want(r). */
+static void expect_cpus(int n, int loose, const cpu_set_t *all) {
+  char nbuf[8], line[8192], *out = NULL;
+  char *const bound[] = {RUN, "-n", nbuf, HELPER, "affinity", NULL};
+  char *const floating[] = {RUN,    "-n",   nbuf,       "--bind",
+                            "none", HELPER, "affinity", NULL};
+  int c = CPU_COUNT(all), r;
+  cpu_set_t want;
+  snprintf(nbuf, sizeof nbuf, "%d", n);
+  assert_int_equal(run(&out, NULL, loose ? floating : bound), 0);
+  for (r = 0; r < n; r++) {
+    if (loose)
+      want = *all;
+    else if (n <= c)
+      cpus_between(all, r * c / n, (r + 1) * c / n, &want);
+    else
+      cpus_between(all, r % c, r % c + 1, &want);
+    cpus_line(line, sizeof line, r, &want);
+    if (proc_count_lines(out, line) != 1)
+      fail_msg("%d ranks%s: expected '%s' in coll-run's output, got: %s", n,
+               loose ? " (--bind none)" : "", line, out);
+  }
+  free(out);
+}
+
+/* By default the C CPUs coll-run was given are cut into one block per
+ * rank, in order, so ranks do not pile onto one core and each keeps C/N
+ * of them for its own threads; with more ranks than CPUs rank r gets CPU
+ * r mod C; --bind none leaves every rank the whole set. One rank, as many
+ * as CPUs, and one more than CPUs cover the three cases on any host. */
 static void test_bind(void **state) {
-  char *const bound[] = {RUN, "-n", "3", HELPER, "affinity", NULL};
-  char *const loose[] = {RUN,    "-n",   "3",        "--bind",
-                         "none", HELPER, "affinity", NULL};
-  char line[8192], *out = NULL;
-  cpu_set_t all, one;
-  int r, cpu, k;
+  cpu_set_t all;
+  int c;
   (void)state;
   assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
-  assert_int_equal(run(&out, NULL, bound), 0);
-  for (r = 0; r < 3; r++) {
-    k = r % CPU_COUNT(&all);
-    CPU_ZERO(&one);
-    for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
-      if (CPU_ISSET(cpu, &all) && k-- == 0) break;
-    CPU_SET(cpu, &one);
-    cpus_line(line, sizeof line, r, &one);
-    if (proc_count_lines(out, line) != 1)
-      fail_msg("expected '%s' in coll-run's output, got: %s", line, out);
-  }
-  free(out);
-  assert_int_equal(run(&out, NULL, loose), 0);
-  for (r = 0; r < 3; r++) {
-    cpus_line(line, sizeof line, r, &all);
-    if (proc_count_lines(out, line) != 1)
-      fail_msg("expected '%s' in coll-run's output, got: %s", line, out);
-  }
-  free(out);
+  c = CPU_COUNT(&all);
+  expect_cpus(1, 0, &all);
+  if (c <= 64) expect_cpus(c, 0, &all);
+  expect_cpus(c < 64 ? c + 1 : 3, 0, &all);
+  expect_cpus(3, 1, &all);
 }
 
 /* The ranks sleep far longer than --timeout: coll-run must stop them and
@@ -285,7 +305,7 @@ static void test_bad_arguments(void **state) {
   char *const tmo[] = {RUN, "-n", "2", "--timeout", "-1", "true", NULL};
   char *const unknown[] = {RUN, "--bogus", "-n", "2", "true", NULL};
   char *const missing[] = {RUN, "-n", "2", "--timeout", NULL};
-  char *const bind[] = {RUN, "-n", "2", "--bind", "socket", "true", NULL};
+  char *const bind[] = {RUN, "-n", "2", "--bind", "core", "true", NULL};
   (void)state;
   expect_usage_error(none, "-n N is required");
   expect_usage_error(zero, "'0' is not a rank count");
@@ -295,7 +315,7 @@ static void test_bad_arguments(void **state) {
   expect_usage_error(tmo, "--timeout: '-1'");
   expect_usage_error(unknown, "unknown option '--bogus'");
   expect_usage_error(missing, "needs a value");
-  expect_usage_error(bind, "--bind: 'socket' is not core or none");
+  expect_usage_error(bind, "--bind: 'core' is not block or none");
 }
 
 /* Options after PROGRAM belong to it, not to coll-run. */

@@ -21,7 +21,7 @@ typedef struct run_opts {
   double timeout_s; /* 0: no limit */
   double grace_s;   /* SIGTERM -> SIGKILL delay when stopping ranks */
   int keep_going;   /* a rank's failure does not stop the others */
-  int bind;         /* each rank pinned to one CPU of `cpus` (--bind core) */
+  int bind;         /* each rank pinned to its block of `cpus` (--bind) */
   cpu_set_t cpus;   /* the CPUs coll-run itself may run on */
   char **argv;      /* the program and its arguments, NULL-terminated */
 } run_opts_t;

@@ -27,10 +27,11 @@ static const char usage_text[] =
     "      --timeout S       stop the job after S seconds, exit code 124\n"
     "      --grace S         seconds between SIGTERM and SIGKILL when\n"
     "                        stopping ranks (default 5)\n"
-    "      --bind core|none  core (default): rank r runs on CPU r mod C of "
-    "the\n"
-    "                        C CPUs coll-run may use, as mpirun binds its\n"
-    "                        ranks; none: ranks float over all of them\n"
+    "      --bind block|none block (default): the C CPUs coll-run may use are\n"
+    "                        cut into N blocks in order and rank r runs on\n"
+    "                        block r (one CPU each when N = C; CPU r mod C\n"
+    "                        when N > C); none: ranks float over all of\n"
+    "                        them\n"
     "      --keep-going      a rank that fails or dies does not stop the\n"
     "                        others (for jobs that shrink and continue);\n"
     "                        every rank's exit is reported\n"
@@ -147,12 +148,12 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
         break;
       case OPT_KEEP_GOING: o->keep_going = 1; break;
       case OPT_BIND:
-        if (strcmp(optarg, "core") == 0)
+        if (strcmp(optarg, "block") == 0)
           o->bind = 1;
         else if (strcmp(optarg, "none") == 0)
           o->bind = 0;
         else
-          return usage_error("--bind: '%s' is not core or none", optarg);
+          return usage_error("--bind: '%s' is not block or none", optarg);
         break;
       case OPT_GRACE:
         if (parse_seconds(optarg, &o->grace_s) != 0)
@@ -188,7 +189,7 @@ int main(int argc, char **argv) {
    * halve a 1 MiB allreduce (README, Performance). */
   if (o.bind && sched_getaffinity(0, sizeof o.cpus, &o.cpus) != 0) {
     run_msg(
-        "--bind core: cannot read the CPUs this process may use (%s); "
+        "--bind block: cannot read the CPUs this process may use (%s); "
         "ranks are not bound",
         strerror(errno));
     o.bind = 0;

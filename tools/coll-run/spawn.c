@@ -42,16 +42,24 @@ static void set_env_int(const char *name, int v) {
   setenv(name, buf, 1);
 }
 
-/* The (rank mod count)-th CPU of o->cpus, as a set of one. */
-static void rank_cpu(const run_opts_t *o, int rank, cpu_set_t *one) {
-  int count = CPU_COUNT(&o->cpus), want = rank % count, cpu;
-  CPU_ZERO(one);
-  for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+/* Rank's block of o->cpus: with C CPUs and N ranks, the CPUs in positions
+ * [rank*C/N, (rank+1)*C/N) of the set in order when N <= C, so that every
+ * rank gets C/N of them (its own threads too: a framework's intra-op pool
+ * keeps cores to run on); else the one in position rank mod C. */
+static void rank_cpus(const run_opts_t *o, int rank, cpu_set_t *out) {
+  long count = CPU_COUNT(&o->cpus), n = o->nranks, lo, hi, k = 0;
+  if (n <= count) {
+    lo = rank * count / n;
+    hi = (rank + 1) * count / n;
+  } else {
+    lo = rank % count;
+    hi = lo + 1;
+  }
+  CPU_ZERO(out);
+  for (int cpu = 0; cpu < CPU_SETSIZE && k < hi; cpu++) {
     if (!CPU_ISSET(cpu, &o->cpus)) continue;
-    if (want-- == 0) {
-      CPU_SET(cpu, one);
-      return;
-    }
+    if (k >= lo) CPU_SET(cpu, out);
+    k++;
   }
 }
 
@@ -80,10 +88,10 @@ static void child_exec(const run_opts_t *o, int port, int rank, int out_w,
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0)
     _exit(RUN_EXIT_NOEXEC);
   if (o->bind) {
-    cpu_set_t one;
-    rank_cpu(o, rank, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0)
-      dprintf(STDERR_FILENO, "coll-run: rank %d: not bound to a CPU: %s\n",
+    cpu_set_t mine;
+    rank_cpus(o, rank, &mine);
+    if (sched_setaffinity(0, sizeof mine, &mine) != 0)
+      dprintf(STDERR_FILENO, "coll-run: rank %d: not bound to its CPUs: %s\n",
               rank, strerror(errno));
   }
   set_env_int("RANK", rank);
