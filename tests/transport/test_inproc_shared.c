@@ -34,6 +34,12 @@ static const coll_t_shared_t *sh_of(coll_transport_t *t) {
 
 static int64_t deadline_in(int64_t ms) { return coll__now_ms() + ms; }
 
+/* The rank of t starts round 1 and posts its IN flag. */
+static void enter_round1(coll_transport_t *t) {
+  assert_int_equal(sh_of(t)->next_round(t->ctx), 1);
+  sh_of(t)->post(t->ctx, COLL_T_FLAG_IN, 1);
+}
+
 static void expect_text(const char *want) {
   if (strstr(coll_last_error(), want) == NULL)
     fail_msg("expected '%s' in the error, got: %s", want, coll_last_error());
@@ -184,12 +190,10 @@ static void test_peer_abort_names_it(void **state) {
   sh = sh_of(t[0]);
   ctx = t[0]->ctx;
   (void)coll__trace_take_peer();
-  sh_of(t[1])->next_round(t[1]->ctx);
-  sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_IN, 1);
+  enter_round1(t[1]);
   l = (later_t){t[2], 100, 0};
   assert_int_equal(pthread_create(&th, NULL, close_later, &l), 0);
-  assert_int_equal(sh->next_round(ctx), 1);
-  sh->post(ctx, COLL_T_FLAG_IN, 1);
+  enter_round1(t[0]);
   assert_int_equal(
       sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
       COLL_ERR_ABORTED);
@@ -210,8 +214,7 @@ static void test_peer_that_finished_and_left(void **state) {
   assert_int_equal(coll_inproc_create(2, t), COLL_OK);
   sh = sh_of(t[0]);
   ctx = t[0]->ctx;
-  sh_of(t[1])->next_round(t[1]->ctx);
-  sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_IN, 1);
+  enter_round1(t[1]);
   sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_OUT, 1);
   coll_transport_destroy(t[1]);
   assert_int_equal(sh->next_round(ctx), 1);
@@ -237,8 +240,7 @@ static void test_deadline_names_the_rank_behind(void **state) {
   sh = sh_of(t[0]);
   ctx = t[0]->ctx;
   (void)coll__trace_take_peer();
-  sh_of(t[2])->next_round(t[2]->ctx);
-  sh_of(t[2])->post(t[2]->ctx, COLL_T_FLAG_IN, 1);
+  enter_round1(t[2]);
   assert_int_equal(sh->next_round(ctx), 1);
   assert_int_equal(sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(200)),
                    COLL_ERR_TIMEOUT);
