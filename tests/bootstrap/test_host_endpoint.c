@@ -2,9 +2,10 @@
 /* test_host_endpoint.c: the rendezvous of a host's shared-memory endpoint
  * (bootstrap/rendezvous/host_endpoint.c) when a rank of the host never
  * makes one. A rank whose own setup failed leaves "-" under its key: a
- * higher rank of its host, which dials it, fails at once with PEER_LOST
- * naming it; a lower rank, which waits for it to dial, times out at the
- * deadline. A rank alone on its host makes nothing. Ranks here are calls
+ * higher rank of its host, which dials it, and a lower one, which waits
+ * for its dial, both fail at once with PEER_LOST naming it; a rank that
+ * is only late is waited for until the deadline. A rank alone on its
+ * host makes nothing. Ranks here are calls
  * on this thread against an in-memory store. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,10 +61,10 @@ static void test_failed_lower_rank_fails_its_host_at_once(void **state) {
   test_kv_free(kv);
 }
 
-/* Rank 1 failed: rank 0 waits for its dial, and the setup's deadline ends
- * the wait with TIMEOUT (in a whole setup, the outcome round that follows
- * gives every rank the same failure: rdv_outcome.c). */
-static void test_failed_higher_rank_ends_at_the_deadline(void **state) {
+/* Rank 1 failed: rank 0, which waits for its dial, finds the mark while
+ * it waits and fails with PEER_LOST naming it, long before its 20 s
+ * deadline. */
+static void test_failed_higher_rank_fails_its_host_at_once(void **state) {
   test_kv_t *kv = test_kv_new();
   test_kv_view_t view = {.kv = kv};
   coll_store_ops_t ops;
@@ -73,6 +74,27 @@ static void test_failed_higher_rank_ends_at_the_deadline(void **state) {
   assert_non_null(kv);
   test_kv_ops(&view, &ops);
   coll__transport_host_skip(&ops, 1);
+  s = coll__transport_host_create(&ops, 0, WORLD, k_host_of, "job", NULL,
+                                  coll__deadline(20000), &t);
+  assert_int_equal(s, COLL_ERR_PEER_LOST);
+  assert_null(t);
+  expect_text(
+      "rank 1 failed its setup before it joined this host's shared "
+      "memory");
+  test_kv_free(kv);
+}
+
+/* Nobody gave up, rank 1 is only late: rank 0 waits until the deadline
+ * and says how many did not come. */
+static void test_late_higher_rank_ends_at_the_deadline(void **state) {
+  test_kv_t *kv = test_kv_new();
+  test_kv_view_t view = {.kv = kv};
+  coll_store_ops_t ops;
+  coll_transport_t *t = NULL;
+  coll_status_t s;
+  (void)state;
+  assert_non_null(kv);
+  test_kv_ops(&view, &ops);
   s = coll__transport_host_create(&ops, 0, WORLD, k_host_of, "job", NULL,
                                   coll__deadline(300), &t);
   assert_int_equal(s, COLL_ERR_TIMEOUT);
@@ -101,7 +123,8 @@ static void test_alone_on_its_host(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_failed_lower_rank_fails_its_host_at_once),
-      cmocka_unit_test(test_failed_higher_rank_ends_at_the_deadline),
+      cmocka_unit_test(test_failed_higher_rank_fails_its_host_at_once),
+      cmocka_unit_test(test_late_higher_rank_ends_at_the_deadline),
       cmocka_unit_test(test_alone_on_its_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,7 +61,7 @@ static coll_status_t file_lookup(void *ctx, int rank, char *addr, size_t cap,
 static void child(int rank, int world, const char *dir, shm_rank_fn fn,
                   void *arg, tt_result_t *res, void (*setup)(int)) {
   file_rdv_t fr = {dir};
-  coll_shm_rdv_t rdv = {&fr, file_publish, file_lookup};
+  coll_shm_rdv_t rdv = {&fr, file_publish, file_lookup, NULL};
   coll_shm_opts_t o = {
       .rank = rank,
       .world = world,

@@ -6,7 +6,9 @@
  * runs its steps within the host on it (algo/allreduce_two_level.c). Socket
  * names go through the setup's store as "coll/shmh/<comm rank>"; a rank
  * whose own setup failed publishes "-" there instead, so its host's ranks
- * fail at once instead of waiting for it until the deadline. */
+ * fail at once instead of waiting for it until the deadline: the higher
+ * ones when they look its name up to dial it, the lower ones, which wait
+ * for its dial, when they look for the mark meanwhile (host_gave_up). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,19 @@ static coll_status_t host_lookup(void *ctx, int member, char *addr, size_t cap,
   return COLL_OK;
 }
 
+static int host_gave_up(void *ctx, int member) {
+  host_rdv_t *h = ctx;
+  char key[COLL_KV_KEY_MAX], addr[8], why[COLL_ERRMSG_MAX];
+  size_t len = 0;
+  coll_status_t s;
+  key_of(key, h->names[member]);
+  coll__err_save(why);
+  s = coll__kv_get(h->ops, key, addr, sizeof addr - 1, &len, 0);
+  coll__err_restore(why);
+  return s == COLL_OK && len == strlen(HOST_FAILED_MARK) &&
+         memcmp(addr, HOST_FAILED_MARK, len) == 0;
+}
+
 /* The comm ranks on rank's host, ascending; their number, or -1. */
 static int members_of(int rank, int world, const int *host_of, int **names) {
   int n = 0, r;
@@ -95,7 +110,7 @@ coll_status_t coll__transport_host_create(const coll_store_ops_t *ops, int rank,
   snprintf(job, sizeof job, "%s/host%d", job_id, host_of[rank]);
   {
     host_rdv_t h = {ops, names};
-    coll_shm_rdv_t rdv = {&h, host_publish, host_lookup};
+    coll_shm_rdv_t rdv = {&h, host_publish, host_lookup, host_gave_up};
     coll_shm_opts_t o = {me, n, job, token, deadline_ms, names, world};
     s = coll__shm_transport_create(&o, &rdv, out);
   }

@@ -162,7 +162,7 @@ coll_status_t coll__transport_shm_create(coll_store_t *st, int rank, int world,
                                          int64_t deadline_ms,
                                          coll_transport_t **out) {
   shm_store_rdv_t sr = {st};
-  coll_shm_rdv_t rdv = {&sr, shm_publish, shm_lookup};
+  coll_shm_rdv_t rdv = {&sr, shm_publish, shm_lookup, NULL};
   coll_shm_opts_t o = {rank, world, job_id, token, deadline_ms, NULL, 0};
   return coll__shm_transport_create(&o, &rdv, out);
 }

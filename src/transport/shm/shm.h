@@ -18,6 +18,11 @@ typedef struct coll_shm_rdv {
   /* Waits (until the absolute coll__now_ms deadline) for `rank`'s name. */
   coll_status_t (*lookup)(void *ctx, int rank, char *addr, size_t cap,
                           int64_t deadline_ms);
+  /* Optional (NULL: never asked): without waiting, 1 if `rank` said its
+   * setup failed before it could join (so a rank waiting for its dial
+   * need not wait for the deadline), else 0. Leaves the thread's error
+   * text alone. */
+  int (*gave_up)(void *ctx, int rank);
 } coll_shm_rdv_t;
 
 typedef struct coll_shm_opts {

@@ -35,6 +35,9 @@
 /* An accepted client must send its hello this soon: a rank sends it right
  * after it connected; a stranger that stays silent is dropped. */
 #define SHM_HELLO_MS 5000
+/* How often a rank waiting for higher ranks' dials asks whether one gave
+ * up (coll_shm_rdv_t.gave_up): one store get per missing rank each time. */
+#define SHM_GAVE_UP_MS 100
 /* The ring's preferred pipeline segment for the CPU ring algorithms: half a
  * ring, so one segment is being copied out while the next goes in.
  *
@@ -295,23 +298,44 @@ fail:
   return s;
 }
 
-/* Accepts the higher ranks; strangers and refused hellos are dropped. */
-static coll_status_t accept_all(shm_setup_t *su) {
+/* A higher rank that has not dialed yet and said it never will
+ * (rdv->gave_up), as PEER_LOST; COLL_OK if none. */
+static coll_status_t given_up(shm_setup_t *su, const coll_shm_rdv_t *rdv) {
+  shm_ep_t *ep = su->ep;
+  for (int p = ep->rank + 1; p < ep->world; p++)
+    if (ep->peers[p].region == NULL && rdv->gave_up(rdv->ctx, p))
+      return coll__err(COLL_ERR_PEER_LOST,
+                       "rank %d failed its setup before it joined this "
+                       "host's shared memory",
+                       coll__shm_name(ep, p));
+  return COLL_OK;
+}
+
+/* Accepts the higher ranks; strangers and refused hellos are dropped.
+ * Where the rendezvous can tell that a rank gave up, it is asked every
+ * SHM_GAVE_UP_MS while ranks are missing. */
+static coll_status_t accept_all(shm_setup_t *su, const coll_shm_rdv_t *rdv) {
   shm_ep_t *ep = su->ep;
   int missing = ep->world - 1 - ep->rank;
   while (missing > 0) {
     struct pollfd p = {.fd = su->lfd, .events = POLLIN};
     int64_t l = left_ms(su->o->deadline_ms), hd;
     shm_hello_t h;
-    int fds[2], fd;
+    int fds[2], fd, ready;
     const char *bad;
     if (l == 0)
       return coll__err(COLL_ERR_TIMEOUT,
                        "%d higher rank(s) did not connect to rank %d's shm "
                        "socket in time",
                        missing, coll__shm_name(ep, ep->rank));
-    if (poll(&p, 1, l < 0 ? -1 : (int)l) < 0 && errno != EINTR)
-      return sys_err("poll");
+    if (rdv->gave_up != NULL && (l < 0 || l > SHM_GAVE_UP_MS))
+      l = SHM_GAVE_UP_MS;
+    ready = poll(&p, 1, l < 0 ? -1 : (int)l);
+    if (ready < 0 && errno != EINTR) return sys_err("poll");
+    if (ready == 0 && rdv->gave_up != NULL) {
+      COLL_CHECK(given_up(su, rdv));
+      continue;
+    }
     fd = accept4(su->lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
@@ -503,7 +527,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   COLL_CHECK_GOTO(region_make(&su), s, fail);
   COLL_CHECK_GOTO(listen_publish(&su, rdv), s, fail);
   for (int p = 0; p < o->rank; p++) COLL_CHECK_GOTO(dial(&su, rdv, p), s, fail);
-  COLL_CHECK_GOTO(accept_all(&su), s, fail);
+  COLL_CHECK_GOTO(accept_all(&su, rdv), s, fail);
   close(su.lfd);
   close(su.mfd);
   su.lfd = su.mfd = -1;
