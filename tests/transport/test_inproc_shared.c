@@ -7,7 +7,8 @@
  * naming the rank behind; a peer that finished the round and left does
  * not fail it. Through a comm, COLL_ALGO=auto runs allreduces below
  * allreduce_below in rounds and larger ones on messages, bit-exact either
- * way. */
+ * way; COLL_ALGO=shm runs broadcast, allgather and reduce-scatter in
+ * rounds too. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -329,6 +330,97 @@ static void test_comm_allreduce_picks_by_size(void **state) {
   for (int r = 0; r < WORLD; r++) coll_comm_destroy(j.c[r]);
 }
 
+/* With COLL_ALGO=shm, broadcast, allgather and reduce-scatter run in the
+ * rounds between threads too (several rounds each: 300 KB per rank is
+ * more than a slot), with the right results. */
+#define FORCED_COUNT 75001
+
+typedef struct forced_job {
+  coll_transport_t *t[WORLD];
+  coll_comm_t *c[WORLD];
+  tt_result_t res[WORLD];
+} forced_job_t;
+
+static float val(int rank, size_t e) {
+  return (float)((e * 5 + (size_t)rank) % 11);
+}
+
+static void forced_rank(int rank, int world, void *arg) {
+  forced_job_t *j = arg;
+  inproc_ep_t *ep = j->t[rank]->ctx;
+  size_t n = FORCED_COUNT, e;
+  float *b = malloc(n * sizeof *b), *all = malloc(world * n * sizeof *all);
+  float *mine = malloc(n * sizeof *mine);
+  uint64_t before;
+  if (b == NULL || all == NULL || mine == NULL) {
+    tt_fail(&j->res[rank], "out of memory");
+    goto done;
+  }
+  for (e = 0; e < n; e++) b[e] = rank == 1 ? val(1, e) : -1.0f;
+  before = ep->coll_round;
+  if (coll_broadcast(j->c[rank], b, n, COLL_F32, 1, NULL) != COLL_OK) {
+    tt_fail(&j->res[rank], "broadcast: %s", coll_last_error());
+    goto done;
+  }
+  for (e = 0; e < n; e++)
+    if (b[e] != val(1, e)) {
+      tt_fail(&j->res[rank], "broadcast: element %zu is %g", e, (double)b[e]);
+      goto done;
+    }
+  for (e = 0; e < n; e++) mine[e] = val(rank, e);
+  if (coll_allgather(j->c[rank], mine, all, n, COLL_F32, NULL) != COLL_OK) {
+    tt_fail(&j->res[rank], "allgather: %s", coll_last_error());
+    goto done;
+  }
+  for (int r = 0; r < world; r++)
+    for (e = 0; e < n; e++)
+      if (all[(size_t)r * n + e] != val(r, e)) {
+        tt_fail(&j->res[rank], "allgather: rank %d's element %zu is %g", r, e,
+                (double)all[(size_t)r * n + e]);
+        goto done;
+      }
+  for (e = 0; e < world * n; e++) all[e] = val(rank, e);
+  if (coll_reduce_scatter(j->c[rank], all, mine, n, COLL_F32, COLL_SUM, NULL) !=
+      COLL_OK) {
+    tt_fail(&j->res[rank], "reduce-scatter: %s", coll_last_error());
+    goto done;
+  }
+  for (e = 0; e < n; e++) {
+    float want = 0;
+    for (int r = 0; r < world; r++) want += val(r, (size_t)rank * n + e);
+    if (mine[e] != want) {
+      tt_fail(&j->res[rank], "reduce-scatter: element %zu is %g, not %g", e,
+              (double)mine[e], (double)want);
+      goto done;
+    }
+  }
+  /* Each of the three spans several slots; on messages only the three
+   * checks would count. */
+  if (ep->coll_round - before < 9)
+    tt_fail(&j->res[rank], "%llu rounds for three collectives",
+            (unsigned long long)(ep->coll_round - before));
+done:
+  free(b);
+  free(all);
+  free(mine);
+}
+
+static void test_comm_forced_rounds(void **state) {
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  forced_job_t j;
+  (void)state;
+  memset(&j, 0, sizeof j);
+  cfg.timeout_ms = TT_WAIT_MS;
+  setenv("COLL_ALGO", "shm", 1);
+  assert_int_equal(coll_inproc_create(WORLD, j.t), COLL_OK);
+  for (int r = 0; r < WORLD; r++)
+    assert_int_equal(coll_comm_create(j.t[r], &cfg, &j.c[r]), COLL_OK);
+  unsetenv("COLL_ALGO");
+  test_run_ranks(WORLD, forced_rank, &j, TT_RUN_MS, "forced");
+  TT_ASSERT_RANKS_OK(j.res, WORLD);
+  for (int r = 0; r < WORLD; r++) coll_comm_destroy(j.c[r]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table),
@@ -338,6 +430,7 @@ int main(void) {
       cmocka_unit_test(test_peer_that_finished_and_left),
       cmocka_unit_test(test_deadline_names_the_rank_behind),
       cmocka_unit_test(test_comm_allreduce_picks_by_size),
+      cmocka_unit_test(test_comm_forced_rounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
