@@ -65,7 +65,8 @@
     "ring threshold from the links measured at comm creation: auto (default: "  \
     "on comms that span hosts), 1 (always), 0 (never)")                         \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
-    "pipeline segment of the CPU ring, bytes (default 256 KiB)")                \
+    "pipeline segment of the CPU ring, bytes (default 256 KiB; TCP with "       \
+    "more ranks than cores on the host: 1 MiB)")                                \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                      \
     "1 (default): ranks verify they agree on count/dtype/op; 0: skip")          \
   X(SIMD, "COLL_SIMD",                                                          \

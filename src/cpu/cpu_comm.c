@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "core/clock.h"
+#include "core/cores.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "cpu/cpu_comm.h"
@@ -145,8 +146,9 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
   if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
     cpu->ring_threshold = (size_t)v;
-  /* The transport knows what it moves best; COLL_SEGMENT_BYTES wins. */
-  cpu->seg_bytes = coll__t_segment_bytes(cpu->t);
+  /* The transport knows what it moves best, on a host with a core per
+   * rank or fewer; COLL_SEGMENT_BYTES wins. */
+  cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__cores());
   if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64)
     cpu->seg_bytes = (size_t)v;
   cpu->check_mismatch = 1;

@@ -105,8 +105,21 @@ void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes) {
   t->seg_bytes = bytes;
 }
 
+void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes) {
+  t->seg_crowded = bytes;
+}
+
 size_t coll__t_segment_bytes(const coll_transport_t *t) {
   return t->seg_bytes > 0 ? t->seg_bytes : COLL_T_SEGMENT_DEFAULT;
+}
+
+size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores) {
+  unsigned local = 0;
+  if (t->seg_crowded == 0 || t->host_of == NULL)
+    return coll__t_segment_bytes(t);
+  for (int r = 0; r < t->world; r++)
+    local += t->host_of[r] == t->host_of[t->rank];
+  return local > cores ? t->seg_crowded : coll__t_segment_bytes(t);
 }
 
 int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }

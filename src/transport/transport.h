@@ -24,7 +24,9 @@ struct coll_transport {
   int rank;
   int world;
   atomic_int aborted;
-  size_t seg_bytes; /* the pipeline segment it moves best; 0: not said */
+  size_t seg_bytes;   /* the pipeline segment it moves best; 0: not said */
+  size_t seg_crowded; /* the same where this host's ranks outnumber its
+                         cores; 0: seg_bytes */
   /* host_of[r]: the number of rank r's host (hosts numbered by their
    * lowest rank), as learnt at rendezvous; NULL: every rank on one host (a
    * third party's transport, the in-process one). Owned. */
@@ -151,9 +153,15 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
  * ring's pipeline. libcoll's own transports call it right after
  * coll_transport_create. One thread, before the endpoint is used. */
 void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
-/* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT.
- * Any thread. */
+/* The segment where the ranks of this rank's host (coll__t_set_hosts)
+ * outnumber the cores it may run on, when that differs: each message then
+ * costs a switch between ranks, and fewer, larger ones pay. One thread,
+ * before the endpoint is used. */
+void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes);
+/* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT;
+ * its crowded one where this host's ranks outnumber `cores`. Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
+size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores);
 
 /* Records which host each rank is on (world entries, copied; NULL forgets
  * it). COLL_ERR_NO_MEMORY when the copy cannot be made. One thread, before

@@ -108,6 +108,15 @@ static void rank_main(int rank, int world, void *arg) {
     cfg.timeout_ms = 30000;
     cfg.ifname = "lo";
     j->s[rank] = coll_tcp_create(&cfg, &t);
+    /* Two ranks per host: crowded on one core, not on two (1 MiB against
+     * 256 KiB segments, tcp_transport.c). */
+    if (j->s[rank] == COLL_OK &&
+        (coll__t_segment_bytes_for(t, 1) != 1u << 20 ||
+         coll__t_segment_bytes_for(t, 2) != 256u << 10))
+      snprintf(j->wrong[rank], sizeof j->wrong[rank],
+               "segments %zu (1 core), %zu (2 cores)",
+               coll__t_segment_bytes_for(t, 1),
+               coll__t_segment_bytes_for(t, 2));
     if (j->s[rank] == COLL_OK) j->s[rank] = coll_comm_create(t, NULL, &c);
   }
   if (j->s[rank] == COLL_OK) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_transport_vtable.c: coll_transport_create's checks of a provider's
- * vtable, the ownership of its ctx, and the barrier fallback. */
+ * vtable, the ownership of its ctx, the barrier fallback, and the
+ * pipeline segment a transport states (crowded hosts included). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -273,6 +274,31 @@ static void test_full_table_uses_provider_barrier(void **state) {
   coll_transport_destroy(t);
 }
 
+/* A transport's crowded segment applies where the ranks of this rank's
+ * host outnumber the cores, and only there; unsaid, or with no host
+ * table, the plain one holds. */
+static void test_segment_for_crowded_hosts(void **state) {
+  static const int host_of[4] = {0, 0, 0, 1};
+  coll_transport_t *t[4];
+  (void)state;
+  assert_int_equal(coll_inproc_create(4, t), COLL_OK);
+  coll__t_set_segment_bytes(t[0], 256u << 10);
+  coll__t_set_segment_bytes(t[3], 256u << 10);
+  assert_int_equal(coll__t_segment_bytes_for(t[0], 1), 256u << 10);
+  coll__t_set_segment_bytes_crowded(t[0], 1u << 20);
+  coll__t_set_segment_bytes_crowded(t[3], 1u << 20);
+  /* No host table yet: nothing says the host is crowded. */
+  assert_int_equal(coll__t_segment_bytes_for(t[0], 1), 256u << 10);
+  assert_int_equal(coll__t_set_hosts(t[0], host_of), COLL_OK);
+  assert_int_equal(coll__t_set_hosts(t[3], host_of), COLL_OK);
+  /* Rank 0 shares its host with 2 others; rank 3 is alone on its own. */
+  assert_int_equal(coll__t_segment_bytes_for(t[0], 2), 1u << 20);
+  assert_int_equal(coll__t_segment_bytes_for(t[0], 3), 256u << 10);
+  assert_int_equal(coll__t_segment_bytes_for(t[3], 1), 256u << 10);
+  assert_int_equal(coll__t_segment_bytes(t[0]), 256u << 10);
+  for (int r = 0; r < 4; r++) coll_transport_destroy(t[r]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_ops),
@@ -285,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_name_copied),
       cmocka_unit_test(test_small_table_uses_default_barrier),
       cmocka_unit_test(test_full_table_uses_provider_barrier),
+      cmocka_unit_test(test_segment_for_crowded_hosts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

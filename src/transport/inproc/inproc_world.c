@@ -3,8 +3,8 @@
  * request free lists, and freeing the world with its last endpoint. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "core/cores.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/inproc/inproc.h"
@@ -85,16 +85,6 @@ void coll__inproc_req_free_all(inproc_ep_t *ep) {
   ep->free_reqs = NULL;
 }
 
-/* Cores this process may run on (its affinity mask where libuv knows it). */
-static unsigned cores(void) {
-#if UV_VERSION_HEX >= 0x012c00 /* libuv 1.44 */
-  return uv_available_parallelism();
-#else
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (unsigned)n : 1;
-#endif
-}
-
 /* Frees the world and the locks of endpoints [0, n). */
 static void world_free(inproc_world_t *w, int n) {
   int i;
@@ -161,7 +151,7 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
   w->size = size;
   /* With more rank threads than cores, polling only takes the core from the
    * thread that would complete the request. */
-  w->spin_ns = (unsigned)size <= cores() ? INPROC_SPIN_NS : 0;
+  w->spin_ns = (unsigned)size <= coll__cores() ? INPROC_SPIN_NS : 0;
   atomic_init(&w->live, size);
   s = coll__inproc_board_new(w);
   if (s != COLL_OK) goto fail;

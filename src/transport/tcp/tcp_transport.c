@@ -31,8 +31,21 @@
  *   512K      2.00   2.02   2.01
  *   1M        2.03   2.02   1.89
  *
- * With 4 ranks 256K and 1M came out even (within 4 %, 4 runs each). */
+ * (ranks unbound). With 4 ranks on the 2 cores 256K and 1M came out even
+ * unbound (within 4 %, 4 runs each), and 1M ahead once coll-run bound
+ * the ranks: TCP_SEGMENT_BYTES_CROWDED. */
 #define TCP_SEGMENT_BYTES (256u << 10)
+/* Where the host's ranks outnumber its cores, every message costs a
+ * switch between ranks: 4 ranks on 2 cores, bound (coll-run), 3
+ * interleaved runs, busbw GB/s:
+ *
+ *   segment   1M          16M         64M
+ *   256K      1.17-1.41   0.65-0.79   0.57-0.81
+ *   1M        1.38-1.44   0.97-1.01   0.94-0.99
+ *
+ * With 2 ranks on the 2 cores 256K stays ahead (1 MiB: 3.6-4.1 against
+ * 1.7-3.0). */
+#define TCP_SEGMENT_BYTES_CROWDED (1u << 20)
 
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->frame_cap = COLL_TCP_FRAME_CAP_DEFAULT;
@@ -272,6 +285,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out), s,
                   fail);
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
+  coll__t_set_segment_bytes_crowded(*out, TCP_SEGMENT_BYTES_CROWDED);
   coll__t_set_fail_hooks(*out, coll__tcp_fail_hook, tcp_origin);
   if (elastic) coll__t_set_shrink_hooks(*out, coll__tcp_shrink, tcp_leave);
   coll__t_set_desync_hooks(*out, NULL, coll__tcp_ask, coll__tcp_tell,
