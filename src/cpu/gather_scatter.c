@@ -12,7 +12,7 @@ static coll_status_t allgather(coll_cpu_t *cpu, const coll_work_t *w) {
   if (block == 0) return COLL_OK;
   if (w->send != mine) memcpy(mine, w->send, block);
   coll__cpu_ctx(cpu, &ctx);
-  if (coll__cpu_shm_colls(cpu))
+  if (coll__cpu_shm_colls(cpu, block * (size_t)cpu->comm->world))
     return coll__allgather_shm(&ctx, w->recv, block);
   return coll__allgather_ring(&ctx, w->recv, block);
 }
@@ -52,7 +52,7 @@ static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_algo_ctx_t ctx;
   char *work;
   if (w->count == 0) return COLL_OK;
-  if (coll__cpu_shm_colls(cpu)) return reduce_scatter_shm(cpu, w);
+  if (coll__cpu_shm_colls(cpu, total * wes)) return reduce_scatter_shm(cpu, w);
   /* The ring leaves partial sums in every other block: run on a copy so the
    * caller's send buffer is untouched. */
   work = coll__scratch_get(&cpu->work, total * wes);

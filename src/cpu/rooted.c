@@ -44,7 +44,7 @@ coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w) {
     case COLL_WORK_BROADCAST:
       if (w->count == 0) return COLL_OK;
       coll__cpu_ctx(cpu, &ctx);
-      if (coll__cpu_shm_colls(cpu))
+      if (coll__cpu_shm_colls(cpu, w->count * coll_dtype_size(w->dtype)))
         return coll__broadcast_shm(
             &ctx, w->recv, w->count * coll_dtype_size(w->dtype), w->root);
       return coll__broadcast(&ctx, w->recv,

@@ -88,10 +88,11 @@ typedef struct coll_t_shared {
    * buffers (threads: one copy from buffer to buffer), COLL_ALGO=auto
    * keeps them: allreduces of at least allreduce_below bytes take the
    * ring (0: none do), and broadcast, allgather and reduce-scatter run in
-   * rounds only when rounds_for_all is set. The descriptor check is a
-   * round whenever the transport has shared memory. */
+   * rounds only below others_below bytes (their largest buffer; 0: never,
+   * SIZE_MAX: always). The descriptor check is a round whenever the
+   * transport has shared memory. */
   size_t allreduce_below;
-  int rounds_for_all;
+  size_t others_below;
   /* Rank r's slot / result area of buffer b (0 or 1). */
   void *(*slot)(void *ctx, int r, int b);
   void *(*result)(void *ctx, int r, int b);

@@ -293,8 +293,10 @@ static int rank_main(void *p) {
     fail_out(o, s, "init: %s", coll_last_error());
     return 0;
   }
-  if (!coll__cpu_shm_colls(c->be))
-    fail_out(o, COLL_OK, "auto does not take the shared-memory collectives");
+  if (!coll__cpu_shm_colls(c->be, SIZE_MAX - 1))
+    fail_out(o, COLL_OK,
+             "auto does not take the shared-memory collectives at every "
+             "size");
   else if (j->kase == CASE_RESULTS)
     results(c, j->rank, j->world, o);
   else if (j->kase == CASE_KILL)

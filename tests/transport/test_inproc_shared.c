@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "core/clock.h"
+#include "core/cores.h"
 #include "core/trace.h"
 #include "transport/inproc/inproc.h"
 #include "transport_test.h"
@@ -57,7 +58,8 @@ static void test_table(void **state) {
   sh = sh_of(t[0]);
   assert_int_equal(sh->slot_bytes % 64, 0);
   assert_int_equal(sh->allreduce_below, 4u << 20);
-  assert_int_equal(sh->rounds_for_all, 0);
+  /* Three threads outnumber the cores of a 2-core host. */
+  assert_int_equal(sh->others_below, 3 > coll__cores() ? 2u << 20 : 0);
   for (r = 0; r < 3; r++)
     for (b = 0; b < 2; b++) {
       char *slot = sh->slot(t[0]->ctx, r, b);
@@ -75,6 +77,23 @@ static void test_table(void **state) {
     assert_true(s1 >= s0 + sh->slot_bytes && r0 >= s1 + sh->slot_bytes);
   }
   for (r = 0; r < 3; r++) coll_transport_destroy(t[r]);
+}
+
+/* Broadcast, allgather and reduce-scatter take rounds (below 2 MiB) only
+ * where the rank threads outnumber the cores. */
+static void test_crowded_world(void **state) {
+  unsigned cores = coll__cores();
+  coll_transport_t **t = calloc(cores + 1, sizeof *t);
+  (void)state;
+  assert_non_null(t);
+  assert_int_equal(coll_inproc_create((int)cores, t), COLL_OK);
+  assert_int_equal(sh_of(t[0])->others_below, 0);
+  for (unsigned r = 0; r < cores; r++) coll_transport_destroy(t[r]);
+  assert_int_equal(coll_inproc_create((int)cores + 1, t), COLL_OK);
+  assert_int_equal(sh_of(t[0])->others_below, 2u << 20);
+  assert_int_equal(sh_of(t[0])->allreduce_below, 4u << 20);
+  for (unsigned r = 0; r <= cores; r++) coll_transport_destroy(t[r]);
+  free(t);
 }
 
 typedef struct rounds_job {
@@ -424,6 +443,7 @@ static void test_comm_forced_rounds(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table),
+      cmocka_unit_test(test_crowded_world),
       cmocka_unit_test(test_rounds_between_threads),
       cmocka_unit_test(test_abort_wakes_the_wait),
       cmocka_unit_test(test_peer_abort_names_it),

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/cores.h"
 #include "core/error.h"
 #include "core/trace.h"
 #include "transport/inproc/inproc.h"
@@ -188,12 +189,22 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  * rounds' time with 2 ranks (4 KiB to 16 MiB), so they keep messages;
  * reduce-scatter came out mixed (rounds ahead to 1 MiB, even at 16 MiB)
  * and keeps them too. With more ranks than cores rounds led all three
- * below 1 MiB (4 ranks, 4 KiB: 20-40 us against 110-170): there the
- * message waits sleep at once (INPROC_SPIN_NS). */
+ * up to 1 MiB (4 ranks on 2 cores, time in us, messages / rounds):
+ *
+ *                   4K             64K            1M          16M
+ *   broadcast       113-116/20-27  130-173/35-52  216-244/202-269  ~3500/~3700
+ *   allgather       167/23-42      118-146/29-47  186-204/173-181
+ * 1950-2390/3470-3810 reduce-scatter  118-147/34-38  151-154/48-50
+ * 443-458/301-349  ~6000/5080-6360
+ *
+ * there the message waits sleep at once (INPROC_SPIN_NS), so a crowded
+ * world takes rounds for them below 2 MiB. */
+#define INPROC_CROWDED_OTHERS_BELOW (2u << 20)
+
 static const coll_t_shared_t inproc_shared = {
     .slot_bytes = INPROC_COLL_SLOT,
     .allreduce_below = 4u << 20,
-    .rounds_for_all = 0,
+    .others_below = 0,
     .slot = coll_slot,
     .result = coll_result,
     .next_round = next_round,
@@ -222,8 +233,23 @@ void coll__inproc_shared_free(inproc_world_t *w) {
   }
 }
 
+/* The same where the rank threads outnumber the cores. */
+static const coll_t_shared_t inproc_shared_crowded = {
+    .slot_bytes = INPROC_COLL_SLOT,
+    .allreduce_below = 4u << 20,
+    .others_below = INPROC_CROWDED_OTHERS_BELOW,
+    .slot = coll_slot,
+    .result = coll_result,
+    .next_round = next_round,
+    .post = post,
+    .wait_all = wait_all,
+    .note = coll_note,
+};
+
 const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w) {
-  return w->eps[0].coll_mem != NULL ? &inproc_shared : NULL;
+  if (w->eps[0].coll_mem == NULL) return NULL;
+  return (unsigned)w->size > coll__cores() ? &inproc_shared_crowded
+                                           : &inproc_shared;
 }
 
 void coll__inproc_shared_wake(inproc_world_t *w) {

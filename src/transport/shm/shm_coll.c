@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -232,7 +233,7 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
 const coll_t_shared_t coll__shm_shared = {
     .slot_bytes = SHM_COLL_SLOT,
     .allreduce_below = 0,
-    .rounds_for_all = 1,
+    .others_below = SIZE_MAX,
     .slot = coll_slot,
     .result = coll_result,
     .next_round = next_round,
