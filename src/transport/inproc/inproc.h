@@ -115,8 +115,9 @@ struct inproc_board; /* inproc_shrink.c */
 struct inproc_world {
   int size;
   struct inproc_board *board; /* the survivors' agreement; NULL: none yet */
-  uint64_t spin_ns; /* how long a wait polls; 0 when ranks outnumber cores */
-  atomic_int live;  /* endpoints not yet destroyed */
+  int crowded;                /* the rank threads outnumber the cores */
+  uint64_t spin_ns;           /* how long a wait polls; 0 when crowded */
+  atomic_int live;            /* endpoints not yet destroyed */
   inproc_ep_t *eps;
   /* The desync report of the first rank that timed out: claimed once,
    * written, then published with report_ready. */
@@ -124,6 +125,7 @@ struct inproc_world {
   char report[COLL_DESYNC_REPORT_MAX];
   /* Where waiters on the shared-memory collectives' flags sleep; posts and
    * closes broadcast flag_cv (inproc_shared.c). */
+  coll_t_shared_t shared; /* the table its endpoints offer (crowded or not) */
   uv_mutex_t flag_mu;
   uv_cond_t flag_cv;
   atomic_int flag_sleepers;

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "core/cores.h"
 #include "core/error.h"
 #include "core/trace.h"
 #include "transport/inproc/inproc.h"
@@ -191,16 +190,16 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  * and keeps them too. With more ranks than cores rounds led all three
  * up to 1 MiB (4 ranks on 2 cores, time in us, messages / rounds):
  *
- *                   4K             64K            1M          16M
- *   broadcast       113-116/20-27  130-173/35-52  216-244/202-269  ~3500/~3700
- *   allgather       167/23-42      118-146/29-47  186-204/173-181
- * 1950-2390/3470-3810 reduce-scatter  118-147/34-38  151-154/48-50
- * 443-458/301-349  ~6000/5080-6360
+ *            4K            64K           1M           16M
+ *   bcast    113-116/20-27 130-173/35-52 216-244/202-269  ~3500/~3700
+ *   allgat.  167/23-42     118-146/29-47 186-204/173-181  1950-2390/3470-3810
+ *   red-sc.  118-147/34-38 151-154/48-50 443-458/301-349  ~6000/5080-6360
  *
- * there the message waits sleep at once (INPROC_SPIN_NS), so a crowded
+ * There the message waits sleep at once (INPROC_SPIN_NS), so a crowded
  * world takes rounds for them below 2 MiB. */
 #define INPROC_CROWDED_OTHERS_BELOW (2u << 20)
 
+/* A world's table starts as this one (inproc_shared_alloc). */
 static const coll_t_shared_t inproc_shared = {
     .slot_bytes = INPROC_COLL_SLOT,
     .allreduce_below = 4u << 20,
@@ -220,7 +219,11 @@ int coll__inproc_shared_alloc(inproc_world_t *w) {
     w->eps[i].coll_mem = aligned_alloc(64, 4 * (size_t)INPROC_COLL_SLOT);
     if (w->eps[i].coll_mem == NULL) break;
   }
-  if (i == w->size) return 1;
+  if (i == w->size) {
+    w->shared = inproc_shared;
+    if (w->crowded) w->shared.others_below = INPROC_CROWDED_OTHERS_BELOW;
+    return 1;
+  }
   /* Every rank or none: the ranks must pick the same algorithms. */
   coll__inproc_shared_free(w);
   return 0;
@@ -233,23 +236,8 @@ void coll__inproc_shared_free(inproc_world_t *w) {
   }
 }
 
-/* The same where the rank threads outnumber the cores. */
-static const coll_t_shared_t inproc_shared_crowded = {
-    .slot_bytes = INPROC_COLL_SLOT,
-    .allreduce_below = 4u << 20,
-    .others_below = INPROC_CROWDED_OTHERS_BELOW,
-    .slot = coll_slot,
-    .result = coll_result,
-    .next_round = next_round,
-    .post = post,
-    .wait_all = wait_all,
-    .note = coll_note,
-};
-
 const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w) {
-  if (w->eps[0].coll_mem == NULL) return NULL;
-  return (unsigned)w->size > coll__cores() ? &inproc_shared_crowded
-                                           : &inproc_shared;
+  return w->eps[0].coll_mem != NULL ? &w->shared : NULL;
 }
 
 void coll__inproc_shared_wake(inproc_world_t *w) {

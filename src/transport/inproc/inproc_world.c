@@ -151,7 +151,8 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
   w->size = size;
   /* With more rank threads than cores, polling only takes the core from the
    * thread that would complete the request. */
-  w->spin_ns = (unsigned)size <= coll__cores() ? INPROC_SPIN_NS : 0;
+  w->crowded = (unsigned)size > coll__cores();
+  w->spin_ns = w->crowded ? 0 : INPROC_SPIN_NS;
   atomic_init(&w->live, size);
   s = coll__inproc_board_new(w);
   if (s != COLL_OK) goto fail;
