@@ -50,7 +50,7 @@ static void reap(coll_fedavg_t *fed, coll_transport_t *t, int block) {
     size_t len;
     if (block)
       coll__t_abort_reap(t, op->req, COLL_OK);
-    else if (t->ops.wait(t->ctx, op->req, 0, &len) == COLL_ERR_TIMEOUT) {
+    else if (coll__t_wait_for(t, op->req, 0, &len) == COLL_ERR_TIMEOUT) {
       pp = &op->next;
       continue;
     }

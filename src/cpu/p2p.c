@@ -164,7 +164,7 @@ static coll_status_t step(p2p_req_t *r, int64_t wait_ms, int *done,
   if (r->sp != NULL)
     return coll__staged_p2p_progress(r->sp, 0, wait_ms, done, len);
   if (!r->posted) return COLL_OK; /* waits for its turn (drive) */
-  s = t->ops.wait(t->ctx, r->treq, wait_ms, len);
+  s = coll__t_wait_for(t, r->treq, wait_ms, len);
   if (s == COLL_ERR_TIMEOUT) {
     coll__err_clear(); /* still pending: not a failure */
     return COLL_OK;

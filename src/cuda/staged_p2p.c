@@ -165,7 +165,7 @@ static coll_status_t copy_out(coll_staged_p2p_t *sp) {
  * failed). */
 static int xfer_step(coll_staged_p2p_t *sp, int64_t wait_ms) {
   size_t got = 0;
-  coll_status_t s = sp->tp->ops.wait(sp->tp->ctx, sp->treq, wait_ms, &got);
+  coll_status_t s = coll__t_wait_for(sp->tp, sp->treq, wait_ms, &got);
   if (s == COLL_ERR_TIMEOUT) {
     coll__err_clear(); /* still pending: not a failure */
     return 0;

@@ -2,6 +2,8 @@
 /* transport.c: validating a provider's vtable and calling its slots. */
 #include "transport/transport.h"
 
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,7 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
   t->timeout_ms = -1;
   atomic_init(&t->report_claimed, 0);
   atomic_init(&t->report_ready, 0);
+  atomic_init(&t->routed, 0);
   *out = t;
   return COLL_OK;
 }
@@ -126,29 +129,108 @@ int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }
 
 int coll_transport_size(const coll_transport_t *t) { return t ? t->world : -1; }
 
-/* Each posted request's peer is noted for the flight recorder, which
- * names the peer a failed wait was on (a few stores, thread-local). */
+/* Routing to the host endpoint. A routed request carries the host
+ * endpoint's request with its low bit set: providers' requests are
+ * pointers to their own objects, never odd. */
+#define ROUTED ((uintptr_t)1)
+
+static int routes(const coll_transport_t *t, int peer) {
+  return t->host != NULL && t->host_of != NULL && peer != t->rank &&
+         peer >= 0 && peer < t->world &&
+         t->host_of[peer] == t->host_of[t->rank];
+}
+
+static int is_routed(coll_treq_t req) { return ((uintptr_t)req & ROUTED) != 0; }
+
+static coll_treq_t unrouted(coll_treq_t req) {
+  return (coll_treq_t)((uintptr_t)req & ~ROUTED);
+}
+
+/* Marks a request routed to the host endpoint, and notes each posted
+ * request's peer for the flight recorder, which names the peer a failed
+ * wait was on (a few stores, thread-local). */
+static coll_status_t posted(coll_transport_t *t, coll_transport_t *via,
+                            coll_status_t s, int peer, coll_treq_t *req) {
+  if (s != COLL_OK) return s;
+  if (via != t) {
+    *req = (coll_treq_t)((uintptr_t)*req | ROUTED);
+    atomic_fetch_add(&t->routed, 1);
+  }
+  coll__trace_note_req(*req, peer);
+  return s;
+}
+
 coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req) {
-  coll_status_t s = t->ops.isend(t->ctx, peer, tag, buf, len, req);
-  if (s == COLL_OK) coll__trace_note_req(*req, peer);
+  coll_transport_t *via = routes(t, peer) ? t->host : t;
+  coll_status_t s = via->ops.isend(via->ctx, peer, tag, buf, len, req);
+  s = posted(t, via, s, peer, req);
   if (s == COLL_OK && coll__t_send_test_hook != NULL)
-    coll__t_send_test_hook(t, peer, len);
+    coll__t_send_test_hook(via, peer, len);
   return s;
 }
 
 coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
                             void *buf, size_t cap, coll_treq_t *req) {
-  coll_status_t s = t->ops.irecv(t->ctx, peer, tag, buf, cap, req);
-  if (s == COLL_OK) coll__trace_note_req(*req, peer);
-  return s;
+  coll_transport_t *via = routes(t, peer) ? t->host : t;
+  coll_status_t s = via->ops.irecv(via->ctx, peer, tag, buf, cap, req);
+  return posted(t, via, s, peer, req);
+}
+
+/* The spin, then the turns, of a wait on the comm's own endpoint while
+ * routed requests are pending (wait_both). */
+#define ROUTE_SPIN_NS 50000
+#define ROUTE_TURN_MS 1
+
+/* A wait on the comm's own endpoint while requests routed to its host
+ * endpoint are pending. Shared memory moves only while a thread of its
+ * rank works on it, so this wait moves them too: otherwise a rank of this
+ * host waiting for a routed send could wait on this rank, while this rank
+ * waits on a rank of another host that waits on it (a cycle no single
+ * endpoint sees). Turns on the own endpoint, each followed by a pass over
+ * the host endpoint: looks at first (yielding the core between them),
+ * then ROUTE_TURN_MS sleeps, so a routed transfer is held up at most that
+ * long once this endpoint sleeps. */
+static coll_status_t wait_both(coll_transport_t *t, coll_treq_t req,
+                               int64_t timeout_ms, size_t *len) {
+  int64_t end = timeout_ms < 0 ? -1 : coll__now_ms() + timeout_ms;
+  uint64_t spin_end = coll__now_ns() + ROUTE_SPIN_NS;
+  for (;;) {
+    int64_t turn = coll__now_ns() < spin_end ? 0 : ROUTE_TURN_MS, left = -1;
+    coll_status_t s;
+    t->host->kick(t->host->ctx);
+    if (atomic_load(&t->routed) == 0)
+      return t->ops.wait(t->ctx, req, coll__remaining_ms(end), len);
+    if (end >= 0) {
+      left = coll__remaining_ms(end);
+      if (left < turn) turn = left;
+    }
+    s = t->ops.wait(t->ctx, req, turn, len);
+    if (s != COLL_ERR_TIMEOUT || left == turn) return s;
+    coll__err_clear();
+    if (turn == 0) sched_yield();
+  }
+}
+
+coll_status_t coll__t_wait_for(coll_transport_t *t, coll_treq_t req,
+                               int64_t timeout_ms, size_t *len) {
+  coll_status_t s;
+  if (is_routed(req)) {
+    s = t->host->ops.wait(t->host->ctx, unrouted(req), timeout_ms, len);
+    /* Requests never end with TIMEOUT: it means still pending. */
+    if (s != COLL_ERR_TIMEOUT) atomic_fetch_sub(&t->routed, 1);
+    return s;
+  }
+  if (t->host != NULL && t->host->kick != NULL && atomic_load(&t->routed) > 0)
+    return wait_both(t, req, timeout_ms, len);
+  return t->ops.wait(t->ctx, req, timeout_ms, len);
 }
 
 coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
                            int64_t deadline_ms, size_t *len) {
   size_t dummy = 0;
-  coll_status_t s = t->ops.wait(t->ctx, req, coll__remaining_ms(deadline_ms),
-                                len ? len : &dummy);
+  coll_status_t s = coll__t_wait_for(t, req, coll__remaining_ms(deadline_ms),
+                                     len ? len : &dummy);
   if (s == COLL_ERR_TIMEOUT && coll_last_error()[0] == '\0')
     coll__err(s, "no progress before the comm's timeout");
   if (s != COLL_OK) coll__trace_note_failed(req);
@@ -252,6 +334,10 @@ void coll__t_set_host(coll_transport_t *t, coll_transport_t *host) {
   if (host != NULL) host->parent = t;
 }
 
+void coll__t_set_kick(coll_transport_t *t, void (*kick)(void *ctx)) {
+  t->kick = kick;
+}
+
 void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
 static void fail_at(coll_transport_t *t, const coll_origin_t *o) {
@@ -286,6 +372,13 @@ void coll__t_fail(coll_transport_t *t, coll_status_t s) {
       coll__t_fail(t->parent, s);
     return;
   }
+  /* A failure a routed request met started where its host endpoint
+   * heard (a rank of this host lost), unless this endpoint heard first. */
+  if (t->host != NULL && !coll__t_origin(t, &o) &&
+      coll__t_origin(t->host, &o)) {
+    fail_tree(t, &o);
+    return;
+  }
   o = coll__origin_local(t->rank, s);
   if (s == COLL_ERR_TIMEOUT) coll__t_desync(t);
   fail_tree(t, &o);
@@ -301,7 +394,7 @@ coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
   size_t len = 0;
   coll__err_save(msg);
   coll__t_fail(t, first != COLL_OK ? first : COLL_ERR_ABORTED);
-  (void)t->ops.wait(t->ctx, req, -1, &len);
+  (void)coll__t_wait_for(t, req, -1, &len);
   coll__err_restore(msg);
   /* This rank's own timeout: the report says more than "no progress" (a
    * host endpoint's timeout was reported by the comm's endpoint). */

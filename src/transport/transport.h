@@ -71,6 +71,14 @@ struct coll_transport {
   struct coll_transport *host;
   /* On a host endpoint: the endpoint that owns it. Not owned. */
   struct coll_transport *parent;
+  /* On an endpoint with a host endpoint: the requests it routed there
+   * (coll__t_isend/irecv to a rank of this host) not yet reaped. While
+   * any are, its own waits also move the host endpoint's (`kick`). */
+  atomic_int routed;
+  /* On a host endpoint: one pass over its pending requests, without
+   * waiting (shared memory moves only while a thread of its rank works
+   * on it). NULL: its requests move on their own. Any thread. */
+  void (*kick)(void *ctx);
 };
 
 /* A transport's shared memory, as the shared-memory collectives
@@ -128,7 +136,11 @@ static inline const coll_t_shared_t *coll__t_shared(const coll_transport_t *t) {
 /* A transport request as the algorithms hold it. */
 typedef void *coll_treq_t;
 
-/* Post a send / a receive. On failure nothing is pending. One thread. */
+/* Post a send / a receive. On failure nothing is pending. One thread.
+ * An endpoint with a host endpoint (coll__t_set_host) routes the ones
+ * with a rank of its own host there, through shared memory; the request
+ * says which endpoint holds it, and every call below that takes one asks
+ * that endpoint. */
 coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req);
 coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
@@ -139,6 +151,11 @@ coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
  * NULL. One thread. */
 coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
                            int64_t deadline_ms, size_t *len);
+/* The provider's wait on req, routed: at most timeout_ms (< 0: no bound,
+ * 0: a look). COLL_ERR_TIMEOUT leaves the request pending; anything else
+ * reaped it. One thread per request. */
+coll_status_t coll__t_wait_for(coll_transport_t *t, coll_treq_t req,
+                               int64_t timeout_ms, size_t *len);
 /* Waits for a receive that must deliver exactly `len` bytes. */
 coll_status_t coll__t_wait_exact(coll_transport_t *t, coll_treq_t req,
                                  int64_t deadline_ms, size_t len);
@@ -231,6 +248,9 @@ void coll__t_origin_text(coll_transport_t *t, const coll_origin_t *o, char *buf,
  * failure of either is the other's (coll__t_fail): the comm fails as one.
  * One thread, right after both were made, before the endpoint is used. */
 void coll__t_set_host(coll_transport_t *t, coll_transport_t *host);
+/* Records a host endpoint's kick (see the struct). One thread, right after
+ * coll_transport_create. */
+void coll__t_set_kick(coll_transport_t *t, void (*kick)(void *ctx));
 /* t's host endpoint, or NULL. Any thread. */
 static inline coll_transport_t *coll__t_host(const coll_transport_t *t) {
   return t->host;

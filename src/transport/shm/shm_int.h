@@ -287,6 +287,10 @@ void coll__shm_ring_bell(shm_ep_t *ep, int p);
  * peer, or queues it. */
 void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r);
 
+/* One progress pass without waiting: the host endpoint's kick
+ * (transport.h). shm_wait.c. */
+void coll__shm_kick(void *ctx);
+
 /* The failure hooks of libcoll's own transports (transport.h). */
 void coll__shm_fail(void *ctx, const coll_origin_t *o);
 int coll__shm_origin(void *ctx, coll_origin_t *o);

@@ -538,6 +538,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
                   s, fail);
   coll__t_set_segment_bytes(*out, SHM_SEGMENT_BYTES);
   coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
+  coll__t_set_kick(*out, coll__shm_kick);
   /* A host endpoint inside a larger comm: the comm's position lives in its
    * main endpoint, and the shared-memory collectives count members, not
    * comm ranks, so neither is offered. Shared memory never shrinks. */

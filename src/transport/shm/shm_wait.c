@@ -160,6 +160,13 @@ static coll_status_t finish(const shm_ep_t *ep, shm_req_t *r, const char *why,
   return s;
 }
 
+void coll__shm_kick(void *ctx) {
+  shm_ep_t *ep = ctx;
+  pthread_mutex_lock(&ep->mu);
+  (void)pass(ep);
+  pthread_mutex_unlock(&ep->mu);
+}
+
 coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
                              size_t *len) {
   shm_ep_t *ep = ctx;
