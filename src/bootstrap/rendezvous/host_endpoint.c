@@ -2,8 +2,10 @@
 /* host_endpoint.c: the shared-memory endpoint among the ranks of one host,
  * for a comm whose ranks are spread over hosts. The comm's own transport
  * (TCP) joins every rank; this one joins only the ranks of this host and
- * speaks comm ranks (coll_shm_opts_t.names), and the two-level allreduce
- * runs its steps within the host on it (algo/allreduce_two_level.c). Socket
+ * speaks comm ranks (coll_shm_opts_t.names): the comm's endpoint routes
+ * every message between two ranks of this host to it (transport/
+ * transport.c), and the two-level allreduce runs its steps within the host
+ * on it (algo/allreduce_two_level.c). Socket
  * names go through the setup's store as "coll/shmh/<comm rank>"; a rank
  * whose own setup failed publishes "-" there instead, so its host's ranks
  * fail at once instead of waiting for it until the deadline: the higher

@@ -138,8 +138,8 @@ static coll_status_t hosts_read(const coll_store_ops_t *ops, int world,
   return s;
 }
 
-/* The ranks that share a host also share memory among themselves for the
- * two-level allreduce's steps within it (host_endpoint.c), unless
+/* The ranks that share a host also share memory among themselves, which
+ * carries every message between them (host_endpoint.c), unless
  * COLL_TRANSPORT=tcp. */
 static coll_status_t add_host_endpoint(const coll_store_ops_t *ops, int rank,
                                        int world, const int *host_of,

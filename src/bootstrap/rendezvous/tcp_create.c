@@ -4,8 +4,8 @@
  * address, meet the other ranks, connect the mesh. When every rank is on
  * this host (and COLL_TRANSPORT allows it) the ranks build the
  * shared-memory transport instead (transport_choice.c); where they are
- * spread over hosts, the ranks of each host also share memory for the
- * steps of two-level collectives within it (host_endpoint.c). */
+ * spread over hosts, the ranks of each host also share memory, which
+ * carries every message between them (host_endpoint.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

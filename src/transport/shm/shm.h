@@ -31,7 +31,8 @@ typedef struct coll_shm_opts {
   const char *job_id;  /* checked when peers meet; non-NULL */
   const char *token;   /* shared secret, NULL or "" for none */
   int64_t deadline_ms; /* absolute bound on meeting every peer; < 0 none */
-  /* A host endpoint inside a larger comm (two-level collectives): names[i]
+  /* A host endpoint inside a larger comm (the messages between the ranks
+   * of one host, transport/transport.c): names[i]
    * is the comm rank of member i (rank and world above count members;
    * names ascend, all below name_world). The endpoint then speaks comm
    * ranks only: coll_transport_rank/size, the peers of isend and irecv,
