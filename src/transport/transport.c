@@ -216,6 +216,9 @@ coll_status_t coll__t_wait_for(coll_transport_t *t, coll_treq_t req,
                                int64_t timeout_ms, size_t *len) {
   coll_status_t s;
   if (is_routed(req)) {
+    /* The caller's thread waits in shared memory from here: what it left
+     * pending on this endpoint must move meanwhile. */
+    if (t->kick != NULL) t->kick(t->ctx);
     s = t->host->ops.wait(t->host->ctx, unrouted(req), timeout_ms, len);
     /* Requests never end with TIMEOUT: it means still pending. */
     if (s != COLL_ERR_TIMEOUT) atomic_fetch_sub(&t->routed, 1);

@@ -73,11 +73,15 @@ struct coll_transport {
   struct coll_transport *parent;
   /* On an endpoint with a host endpoint: the requests it routed there
    * (coll__t_isend/irecv to a rank of this host) not yet reaped. While
-   * any are, its own waits also move the host endpoint's (`kick`). */
+   * any are, its own waits also kick the host endpoint. */
   atomic_int routed;
-  /* On a host endpoint: one pass over its pending requests, without
-   * waiting (shared memory moves only while a thread of its rank works
-   * on it). NULL: its requests move on their own. Any thread. */
+  /* Keeps this endpoint's pending requests moving while the caller's
+   * thread waits on the other endpoint of its comm (the host endpoint, or
+   * its parent): shared memory makes one pass over them without waiting
+   * (it moves only while a thread of its rank works on it, so a wait on
+   * the parent kicks it every turn); TCP hands what the caller does not
+   * drive to its loop thread (kicked once, before a wait on the host
+   * endpoint). NULL: they move on their own. Any thread. */
   void (*kick)(void *ctx);
 };
 
@@ -248,7 +252,7 @@ void coll__t_origin_text(coll_transport_t *t, const coll_origin_t *o, char *buf,
  * failure of either is the other's (coll__t_fail): the comm fails as one.
  * One thread, right after both were made, before the endpoint is used. */
 void coll__t_set_host(coll_transport_t *t, coll_transport_t *host);
-/* Records a host endpoint's kick (see the struct). One thread, right after
+/* Records the endpoint's kick (see the struct). One thread, right after
  * coll_transport_create. */
 void coll__t_set_kick(coll_transport_t *t, void (*kick)(void *ctx));
 /* t's host endpoint, or NULL. Any thread. */

@@ -14,6 +14,8 @@
  *    ring holds) and waits first on a receive from rank 1 on host B, which
  *    waits on rank 2, which waits on the rest of rank 0's send: a wait on
  *    TCP must move the shared memory too, or this hangs until the timeout;
+ *    then the other way round: 32 MiB over TCP to rank 1 (more than the
+ *    sockets buffer) while rank 0 waits in shared memory on rank 2;
  *  - kill: rank 0 dies; rank 2, waiting on it in shared memory, and rank
  *    1, over TCP, both get PEER_LOST naming it, and rank 2's next
  *    collective names it too;
@@ -43,7 +45,8 @@
 
 #define WORLD 4
 #define CHILD_MS 90000
-#define BIG (4u << 20) /* more than a shared-memory ring (512 KiB) */
+#define BIG (4u << 20)   /* more than a shared-memory ring (512 KiB) */
+#define HUGE (32u << 20) /* more than a socket's buffers hold (8 MiB) */
 #define TAG 7
 
 enum { CASE_COLLS, CASE_CYCLE, CASE_KILL, CASE_TIMEOUT, CASE_ABORT };
@@ -163,35 +166,53 @@ out:
 
 /* ---- cycle ---------------------------------------------------------- */
 
-static void cycle(coll_comm_t *c, int rank, rank_out_t *o) {
-  unsigned char *big = malloc(BIG), *want = malloc(BIG);
+/* Rank `from` sends n bytes to `to` and waits first on a token from
+ * `back`; `to` passes the token on to `via`, which passes it to `from`.
+ * The send cannot complete while `from` waits for the token unless the
+ * wait keeps it moving. */
+static coll_status_t one_cycle(coll_comm_t *c, int rank, int from, int to,
+                               int via, size_t n, unsigned char *big,
+                               const unsigned char *want) {
   int32_t token = 42, in = 0;
   coll_status_t s = COLL_OK;
-  if (big == NULL || want == NULL) {
-    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-    goto out;
-  }
-  bt_fill_values(want, COLL_U8, COLL_SUM, 3, BIG);
-  if (rank == 0) {
+  if (rank == from) {
     coll_request_t *rs = NULL, *rr = NULL;
-    memcpy(big, want, BIG);
-    s = coll_isend(c, big, BIG, COLL_U8, 2, TAG, &rs);
-    if (s == COLL_OK) s = coll_irecv(c, &in, 1, COLL_I32, 1, TAG, NULL, &rr);
-    /* The receive first: it completes only once rank 2 has all of it. */
+    memcpy(big, want, n);
+    s = coll_isend(c, big, n, COLL_U8, to, TAG, &rs);
+    if (s == COLL_OK) s = coll_irecv(c, &in, 1, COLL_I32, via, TAG, NULL, &rr);
     if (rr != NULL) s = coll_wait(rr);
     if (rs != NULL && coll_wait(rs) != COLL_OK && s == COLL_OK)
       s = COLL_ERR_INTERNAL;
     if (s == COLL_OK && in != token) s = COLL_ERR_INTERNAL;
-  } else if (rank == 2) {
-    s = coll_recv(c, big, BIG, COLL_U8, 0, TAG, NULL);
-    if (s == COLL_OK && memcmp(big, want, BIG) != 0) s = COLL_ERR_INTERNAL;
-    if (s == COLL_OK) s = coll_send(c, &token, 1, COLL_I32, 1, TAG);
-  } else if (rank == 1) {
-    s = coll_recv(c, &in, 1, COLL_I32, 2, TAG, NULL);
-    if (s == COLL_OK) s = coll_send(c, &in, 1, COLL_I32, 0, TAG);
+  } else if (rank == to) {
+    s = coll_recv(c, big, n, COLL_U8, from, TAG, NULL);
+    if (s == COLL_OK && memcmp(big, want, n) != 0) s = COLL_ERR_INTERNAL;
+    if (s == COLL_OK) s = coll_send(c, &token, 1, COLL_I32, via, TAG);
+  } else if (rank == via) {
+    s = coll_recv(c, &in, 1, COLL_I32, to, TAG, NULL);
+    if (s == COLL_OK) s = coll_send(c, &in, 1, COLL_I32, from, TAG);
   }
-  if (s != COLL_OK) fail_out(o, s, "cycle: %s", coll_last_error());
-out:
+  return s;
+}
+
+static void cycle(coll_comm_t *c, int rank, rank_out_t *o) {
+  unsigned char *big = malloc(HUGE), *want = malloc(HUGE);
+  coll_status_t s;
+  if (big == NULL || want == NULL) {
+    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+  } else {
+    bt_fill_values(want, COLL_U8, COLL_SUM, 3, HUGE);
+    /* In shared memory to rank 2 while waiting on TCP from rank 1: the TCP
+     * wait must move the shared memory (its kick). */
+    s = one_cycle(c, rank, 0, 2, 1, BIG, big, want);
+    if (s != COLL_OK)
+      fail_out(o, s, "cycle through shm: %s", coll_last_error());
+    /* Over TCP to rank 1 while waiting in shared memory on rank 2: the
+     * send must move meanwhile (TCP's kick hands it to its loop). */
+    s = one_cycle(c, rank, 0, 1, 2, HUGE, big, want);
+    if (s != COLL_OK && !o->status)
+      fail_out(o, s, "cycle through TCP: %s", coll_last_error());
+  }
   free(big);
   free(want);
 }

@@ -80,6 +80,14 @@ static int wrap_origin(void *ctx, coll_origin_t *o) {
   return w->origin_set;
 }
 
+/* Kicks of each comm endpoint (rank r's), before a wait on its host one. */
+static int g_main_kicks[WORLD];
+static void *g_main_ctx[WORLD];
+
+static void main_kick(void *ctx) {
+  for (int r = 0; r < WORLD; r++) g_main_kicks[r] += g_main_ctx[r] == ctx;
+}
+
 typedef struct comm {
   coll_transport_t *t[WORLD]; /* the comm's endpoints */
   wrap_t *w[WORLD];           /* each one's host endpoint's */
@@ -109,6 +117,9 @@ static void comm_make(comm_t *c) {
     coll__t_set_fail_hooks(h, wrap_fail, wrap_origin);
     assert_int_equal(coll__t_set_hosts(c->t[r], k_host_of), COLL_OK);
     coll__t_set_host(c->t[r], h);
+    coll__t_set_kick(c->t[r], main_kick);
+    g_main_kicks[r] = 0;
+    g_main_ctx[r] = c->t[r]->ctx;
     c->w[r] = w;
   }
 }
@@ -164,7 +175,8 @@ static void test_routes_by_host(void **state) {
 
 /* A routed receive still pending stays pending after a look (TIMEOUT),
  * and while it is, a wait on the own endpoint also kicks the host
- * endpoint; once it is reaped, waits there kick nothing. */
+ * endpoint; once it is reaped, waits there kick nothing. A wait on the
+ * routed one kicks the comm's endpoint first. */
 static void test_wait_kicks_host_while_routed(void **state) {
   comm_t c;
   coll_treq_t routed, mine, send;
@@ -175,7 +187,10 @@ static void test_wait_kicks_host_while_routed(void **state) {
   comm_make(&c);
   assert_int_equal(coll__t_irecv(c.t[0], 2, 1, &got_a, 4, &routed), COLL_OK);
   assert_int_equal(atomic_load(&c.t[0]->routed), 1);
+  /* A wait on the host endpoint first hands the comm endpoint's own
+   * pending work on (its kick). */
   assert_int_equal(coll__t_wait_for(c.t[0], routed, 0, &len), COLL_ERR_TIMEOUT);
+  assert_int_equal(g_main_kicks[0], 1);
   assert_int_equal(atomic_load(&c.t[0]->routed), 1);
   /* A message from rank 1, on the comm's own endpoint. */
   assert_int_equal(coll__t_irecv(c.t[0], 1, 1, &got_b, 4, &mine), COLL_OK);

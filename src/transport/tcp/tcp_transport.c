@@ -102,6 +102,14 @@ static void tcp_abort(void *ctx) {
   coll__tcp_fail_hook(ctx, &o);
 }
 
+/* The caller is about to wait on another endpoint (its host endpoint):
+ * the work it posted here and does not drive goes to the loop thread,
+ * which learns of work only when kicked. */
+static void tcp_kick(void *ctx) {
+  tcp_transport_t *t = ctx;
+  if (atomic_load(&t->npend_all) > 0) coll__tcp_loop_kick(t);
+}
+
 static int tcp_origin(void *ctx, coll_origin_t *o) {
   tcp_transport_t *t = ctx;
   if (atomic_load_explicit(&t->fail.status, memory_order_acquire) == 0)
@@ -287,6 +295,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
   coll__t_set_segment_bytes_crowded(*out, TCP_SEGMENT_BYTES_CROWDED);
   coll__t_set_fail_hooks(*out, coll__tcp_fail_hook, tcp_origin);
+  coll__t_set_kick(*out, tcp_kick);
   if (elastic) coll__t_set_shrink_hooks(*out, coll__tcp_shrink, tcp_leave);
   coll__t_set_desync_hooks(*out, NULL, coll__tcp_ask, coll__tcp_tell,
                            coll__tcp_heard);
