@@ -119,15 +119,20 @@ run_coll() { # H M variant logfile
   H=$1 M=$2 v=$3 log=$4
   world=$((H * M))
   port=$((port + 1))
-  envs=""
-  case $v in coll:*) envs=${v#coll:} ;; esac
+  # One assignment per NAME=VALUE: split at each ':' that starts one. They
+  # come last, so a variant may override the defaults before them.
+  assigns=()
+  case $v in
+    coll:*) mapfile -t assigns < <(printf '%s\n' "${v#coll:}" |
+      sed -E 's/:([A-Za-z_][A-Za-z0-9_]*=)/\n\1/g') ;;
+  esac
   pids=""
   r=0
   while [ $r -lt $world ]; do
     h=$(host_of $r "$H" "$M")
-    ip netns exec "$tag-$h" env $envs RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 \
+    ip netns exec "$tag-$h" env RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 \
       MASTER_ADDR=10.78.0.1 MASTER_PORT=$port COLL_SOCKET_IFNAME=coll0 \
-      COLL_TRANSPORT=tcp COLL_TIMEOUT_MS=120000 \
+      COLL_TIMEOUT_MS=120000 "${assigns[@]}" \
       timeout 900 "$build/tools/coll-perf" --peer-protocol \
       >"$work/rank$r.out" 2>"$work/rank$r.err" &
     pids="$pids $!"
@@ -137,7 +142,7 @@ run_coll() { # H M variant logfile
   for p in $pids; do wait "$p" || ok=1; done
   pids=""
   cp "$work/rank0.out" "$log"
-  [ $ok = 0 ] || { tail -3 "$work"/rank*.err >&2; return 1; }
+  [ $ok = 0 ] || { tail -n 3 "$work"/rank*.err >&2; return 1; }
 }
 
 mpi_ready=0
@@ -197,7 +202,7 @@ run_mpi() { # H M logfile
     --mca plm_rsh_agent "$work/netns_rsh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include 10.78.0.0/24 --mca pml ob1 \
     --mca mpi_yield_when_idle 1 \
-    --mca btl tcp,self --mca btl_tcp_if_include 10.78.0.0/24 \
+    --mca btl tcp,vader,self --mca btl_tcp_if_include 10.78.0.0/24 \
     "$work/mpi_allreduce" mpi >"$3" 2>"$work/mpi.err" ||
     { grep -v "^ *$" "$work/mpi.err" | head -${MH_ERR_LINES:-8} >&2; return 1; }
 }
