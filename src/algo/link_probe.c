@@ -111,19 +111,44 @@ coll_status_t coll__link_probe(const coll_algo_ctx_t *ctx,
   return COLL_OK;
 }
 
-size_t coll__link_ring_threshold(int n, const coll_link_est_t *e) {
+/* Steps of recursive doubling for n ranks: log2 of the largest power of
+ * two <= n, and two more (fold in, result out) when n is not one. */
+static int rd_steps(int n) {
   int p = 1, k = 0;
-  double ring_steps = 2.0 * (n - 1), denom, bytes;
   while (p * 2 <= n) {
     p *= 2;
     k++;
   }
-  if (p < n) k += 2;
-  denom = k - ring_steps / n;
+  return p < n ? k + 2 : k;
+}
+
+/* Where an algorithm of `steps` steps that sends `share` of the buffer in
+ * all (over its steps) gets faster than doubling's k steps of the whole
+ * buffer: alpha (steps - k) / (c (k - share)); SIZE_MAX where it never
+ * does, clamped to [COLL_LINK_RING_MIN, COLL_LINK_RING_MAX]. */
+static size_t crossover(int n, double steps, double share,
+                        const coll_link_est_t *e) {
+  int k = rd_steps(n);
+  double denom = k - share, bytes;
   if (n <= 2 || denom <= 0) return SIZE_MAX;
   if (e->s_per_byte <= 0) return COLL_LINK_RING_MAX;
-  bytes = e->alpha_s * (ring_steps - k) / (e->s_per_byte * denom);
+  bytes = e->alpha_s * (steps - k) / (e->s_per_byte * denom);
   if (!(bytes >= (double)COLL_LINK_RING_MIN)) return COLL_LINK_RING_MIN;
   if (bytes >= (double)COLL_LINK_RING_MAX) return COLL_LINK_RING_MAX;
   return (size_t)bytes;
+}
+
+size_t coll__link_ring_threshold(int n, const coll_link_est_t *e) {
+  return crossover(n, 2.0 * (n - 1), 2.0 * (n - 1) / n, e);
+}
+
+/* The two-level allreduce: a reduce-scatter and an allgather within the
+ * host (2 (L - 1) steps of 1/L of the buffer) and a ring among the H
+ * hosts for each slice (2 (H - 1) steps of 1/(L H)). On 2 hosts x 2 ranks
+ * that is 4 alpha / c, half the flat ring's 8 alpha / c. */
+size_t coll__link_two_level_threshold(int hosts, int local,
+                                      const coll_link_est_t *e) {
+  double L = local, H = hosts;
+  return crossover(hosts * local, 2.0 * (L - 1) + 2.0 * (H - 1),
+                   2.0 * (L - 1) / L + 2.0 * (H - 1) / (L * H), e);
 }

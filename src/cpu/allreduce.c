@@ -49,7 +49,7 @@ static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
  * back to the ring where the hosts hold different numbers of ranks). */
 static int use_two_level(const coll_cpu_t *cpu, size_t bytes) {
   return cpu->algo == CPU_ALGO_TWO_LEVEL ||
-         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold &&
+         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->two_level_threshold &&
           coll__topo_two_level(&cpu->topo));
 }
 

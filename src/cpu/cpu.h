@@ -64,6 +64,7 @@ typedef struct coll_cpu {
   /* Tuning, read once at creation. */
   cpu_algo_t algo;
   size_t ring_threshold;
+  size_t two_level_threshold; /* the same for the two-level allreduce */
   size_t seg_bytes;
   int check_mismatch;
   coll_link_est_t link; /* what the link probe measured; zero: no probe */

@@ -77,6 +77,44 @@ static void test_threshold_is_the_crossover(void **state) {
   assert_int_equal(coll__link_ring_threshold(4, &e), COLL_LINK_RING_MAX);
 }
 
+/* The two-level allreduce over H hosts of L ranks: within a host 2 (L - 1)
+ * steps of 1/L of the buffer, across 2 (H - 1) steps of 1/(L H), every
+ * step at the link's price. */
+static double t_two_level(int hosts, int local, double a, double c, double s) {
+  return 2.0 * (local - 1) * (a + s * c / local) +
+         2.0 * (hosts - 1) * (a + s * c / (local * hosts));
+}
+
+static void test_two_level_threshold_is_the_crossover(void **state) {
+  static const int layouts[][2] = {{2, 2}, {2, 4}, {4, 2}, {3, 2},
+                                   {2, 3}, {8, 4}, {4, 8}};
+  coll_link_est_t e = {20e-6, 1e-9};
+  (void)state;
+  /* 2 hosts x 2 ranks: 4 alpha / c, half the flat ring's. */
+  assert_int_equal(coll__link_two_level_threshold(2, 2, &e), 80000);
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    int h = layouts[i][0], l = layouts[i][1], n = h * l;
+    size_t s = coll__link_two_level_threshold(h, l, &e);
+    double x = (double)s;
+    if (s == COLL_LINK_RING_MIN || s == COLL_LINK_RING_MAX) continue;
+    if (t_rd(n, e.alpha_s, e.s_per_byte, x) >
+            t_two_level(h, l, e.alpha_s, e.s_per_byte, x) ||
+        t_rd(n, e.alpha_s, e.s_per_byte, x + 1) <
+            t_two_level(h, l, e.alpha_s, e.s_per_byte, x + 1))
+      fail_msg("%dx%d: threshold %zu is not where the times meet", h, l, s);
+    /* It pays from a smaller size than the flat ring. */
+    if (s > coll__link_ring_threshold(n, &e))
+      fail_msg("%dx%d: two-level from %zu, the ring from %zu", h, l, s,
+               coll__link_ring_threshold(n, &e));
+  }
+  e.alpha_s = 1e-12;
+  assert_int_equal(coll__link_two_level_threshold(2, 2, &e),
+                   COLL_LINK_RING_MIN);
+  e.alpha_s = 1.0;
+  assert_int_equal(coll__link_two_level_threshold(2, 2, &e),
+                   COLL_LINK_RING_MAX);
+}
+
 /* ---- comms over TCP with two faked hosts ----------------------------------
  */
 
@@ -90,7 +128,7 @@ typedef struct job {
   int port;
   int leaver; /* this rank destroys its transport instead (-1: none) */
   coll_status_t s[WORLD];
-  size_t threshold[WORLD];
+  size_t threshold[WORLD], two_level[WORLD];
   coll_link_est_t link[WORLD];
   char why[WORLD][COLL_ERRMSG_MAX];
 } job_t;
@@ -128,6 +166,7 @@ static void rank_main(int rank, int world, void *arg) {
   if (j->s[rank] == COLL_OK) j->s[rank] = coll_comm_create(t, NULL, &c);
   if (j->s[rank] == COLL_OK) {
     j->threshold[rank] = ((coll_cpu_t *)c->be)->ring_threshold;
+    j->two_level[rank] = ((coll_cpu_t *)c->be)->two_level_threshold;
     j->link[rank] = ((coll_cpu_t *)c->be)->link;
     j->s[rank] = check_allreduce(c, rank);
   }
@@ -158,14 +197,16 @@ static void expect_threshold(job_t *j, size_t want) {
     if (j->threshold[r] != j->threshold[0])
       fail_msg("rank %d picked %zu, rank 0 %zu", r, j->threshold[r],
                j->threshold[0]);
-    if (want != 0 && j->threshold[r] != want)
-      fail_msg("rank %d: threshold %zu, want %zu", r, j->threshold[r], want);
+    if (want != 0 && (j->threshold[r] != want || j->two_level[r] != want))
+      fail_msg("rank %d: thresholds %zu and %zu (two-level), want %zu", r,
+               j->threshold[r], j->two_level[r], want);
     /* Measured: the same figures on every rank, and the threshold is the
      * model's for them; else no probe ran. */
     if (want == 0 &&
         (j->link[r].alpha_s <= 0 || j->link[r].s_per_byte < 0 ||
          memcmp(&j->link[r], &j->link[0], sizeof j->link[r]) != 0 ||
-         j->threshold[r] != coll__link_ring_threshold(WORLD, &j->link[r])))
+         j->threshold[r] != coll__link_ring_threshold(WORLD, &j->link[r]) ||
+         j->two_level[r] != coll__link_two_level_threshold(2, 2, &j->link[r])))
       fail_msg(
           "rank %d: step %g s, %g s/byte, threshold %zu: not one probe "
           "every rank agreed on",
@@ -230,6 +271,7 @@ static void test_leaver_fails_creation(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_threshold_is_the_crossover),
+      cmocka_unit_test(test_two_level_threshold_is_the_crossover),
       cmocka_unit_test(test_ranks_agree_on_a_measured_threshold),
       cmocka_unit_test(test_overrides_skip_the_probe),
       cmocka_unit_test(test_bad_value_refused),
