@@ -15,8 +15,13 @@ typedef struct coll_link_est {
   double s_per_byte;
 } coll_link_est_t;
 
-/* Bytes each rank moves around the ring to time the per-byte cost. */
-#define COLL_LINK_PROBE_BYTES ((size_t)256 * 1024)
+/* Bytes each rank moves around the ring to time the per-byte cost: 1 MiB,
+ * so what a link lets through at once (a NIC's or a shaper's burst, 64 KiB
+ * on bench/multihost.sh's links) is a small part of it. With 256 KiB the
+ * probe saw 0.18-0.73 GB/s on 1 Gbit/s links (0.125), and the thresholds
+ * moved from 16 to 126 KB from one run to the next; with 1 MiB it saw
+ * 0.12-0.17. */
+#define COLL_LINK_PROBE_BYTES ((size_t)1024 * 1024)
 
 /* Times shifts around the ring of positions (to the next, from the
  * previous) of a few bytes and of COLL_LINK_PROBE_BYTES, then takes the
