@@ -107,6 +107,10 @@ coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t count, coll_dtype_t dt, coll_op_t op);
 coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op);
+/* Reduce-scatter by recursive halving, allgather by recursive doubling:
+ * the ring's bytes in 2 log2(n) steps (allreduce_rh.c). */
+coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, void *buf,
+                                 size_t count, coll_dtype_t dt, coll_op_t op);
 /* Two-level allreduce over ctx->topo's hosts (coll__topo_two_level must
  * hold, else it runs coll__allreduce_ring): a ring reduce-scatter among the
  * ranks of each host, a ring allreduce of each slice among the ranks with

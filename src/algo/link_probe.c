@@ -142,6 +142,12 @@ size_t coll__link_ring_threshold(int n, const coll_link_est_t *e) {
   return crossover(n, 2.0 * (n - 1), 2.0 * (n - 1) / n, e);
 }
 
+size_t coll__link_rh_threshold(int n, const coll_link_est_t *e) {
+  int k = rd_steps(n);
+  if ((n & (n - 1)) != 0) return SIZE_MAX;
+  return crossover(n, 2.0 * k, 2.0 * (n - 1) / n, e);
+}
+
 /* The two-level allreduce: a reduce-scatter and an allgather within the
  * host (2 (L - 1) steps of 1/L of the buffer) and a ring among the H
  * hosts for each slice (2 (H - 1) steps of 1/(L H)). On 2 hosts x 2 ranks

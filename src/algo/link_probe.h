@@ -37,6 +37,10 @@ coll_status_t coll__link_probe(const coll_algo_ctx_t *ctx,
 #define COLL_LINK_RING_MIN ((size_t)16 * 1024)
 #define COLL_LINK_RING_MAX ((size_t)16 * 1024 * 1024)
 size_t coll__link_ring_threshold(int n, const coll_link_est_t *e);
+/* The same for the halving-doubling allreduce (allreduce_rh.c) over n
+ * ranks, a power of two (SIZE_MAX otherwise: its fold costs more than the
+ * ring); never above the ring's, which sends as much in more steps. */
+size_t coll__link_rh_threshold(int n, const coll_link_est_t *e);
 /* The same for the two-level allreduce over `hosts` hosts of `local` ranks
  * each against recursive doubling over all of them, every step priced at
  * the slowest link (steps within a host cost less: this errs towards

@@ -56,8 +56,8 @@
     "1: a failed or aborted NCCL comm keeps NCCL's comm for a shrink")          \
   X(ALGO, "COLL_ALGO",                                                          \
     "allreduce algorithm: auto (default), ring, rd (recursive doubling), "      \
-    "twolevel (within hosts, then across), shm (through shared memory, where "  \
-    "the transport has it)")                                                    \
+    "rh (recursive halving, then doubling), twolevel (within hosts, then "      \
+    "across), shm (through shared memory, where the transport has it)")         \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD",                                      \
     "bytes from which auto picks the ring (or two-level) over recursive "       \
     "doubling")                                                                 \

@@ -44,6 +44,22 @@ static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
           (cpu->algo == CPU_ALGO_AUTO && shm_wins(cpu, bytes)));
 }
 
+/* Auto's halving-doubling allreduce ends here: above it the ring, which
+ * pipelines each step in segments, measured ahead (bench/multihost.sh
+ * 4x1, 1 Gbit/s links: 16 MiB 0.95x the link rate against 0.88x, 64 MiB
+ * 0.88x against 0.86x; equal at 1 MiB; at 64 KiB halving-doubling 0.949x,
+ * the ring 0.944x). */
+#define RH_MAX_BYTES ((size_t)1 << 20)
+
+/* 1 if it runs the halving-doubling allreduce: forced, or where the link
+ * probe found it pays (a comm over hosts of one rank each, or of unequal
+ * numbers, with a power-of-two world) and below RH_MAX_BYTES. */
+static int use_rh(const coll_cpu_t *cpu, size_t bytes) {
+  return cpu->algo == CPU_ALGO_RH ||
+         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->rh_threshold &&
+          bytes < RH_MAX_BYTES && !coll__topo_two_level(&cpu->topo));
+}
+
 /* 1 if it runs the two-level allreduce: over hosts with several ranks
  * each, it sends 1/local of what the flat ring sends between hosts (it falls
  * back to the ring where the hosts hold different numbers of ranks). */
@@ -61,6 +77,7 @@ static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
   if (use_shm(cpu, bytes)) return coll__allreduce_shm(&ctx, buf, count, dt, op);
   if (use_two_level(cpu, bytes))
     return coll__allreduce_two_level(&ctx, buf, count, dt, op);
+  if (use_rh(cpu, bytes)) return coll__allreduce_rh(&ctx, buf, count, dt, op);
   if (use_ring(cpu, bytes))
     return coll__allreduce_ring(&ctx, buf, count, dt, op);
   return coll__allreduce_rd(&ctx, buf, count, dt, op);
@@ -96,7 +113,8 @@ static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
       w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
   return cpu->check_mismatch && cpu->comm->world > 1 && w->count > 0 &&
          bytes <= COLL_AGREE_PAYLOAD_MAX && coll__t_shared(cpu->t) == NULL &&
-         !use_two_level(cpu, bytes) && !use_ring(cpu, bytes);
+         !use_two_level(cpu, bytes) && !use_rh(cpu, bytes) &&
+         !use_ring(cpu, bytes);
 }
 
 /* 1 if the allreduce w runs the shared-memory allreduce with the check in

@@ -19,7 +19,8 @@ typedef enum {
   CPU_ALGO_RING,
   CPU_ALGO_RD,
   CPU_ALGO_SHM,
-  CPU_ALGO_TWO_LEVEL
+  CPU_ALGO_TWO_LEVEL,
+  CPU_ALGO_RH
 } cpu_algo_t;
 
 typedef struct cpu_req cpu_req_t;
@@ -65,6 +66,8 @@ typedef struct coll_cpu {
   cpu_algo_t algo;
   size_t ring_threshold;
   size_t two_level_threshold; /* the same for the two-level allreduce */
+  size_t rh_threshold;        /* halving-doubling from here (below the
+                                 ring's); SIZE_MAX: never */
   size_t seg_bytes;
   int check_mismatch;
   coll_link_est_t link; /* what the link probe measured; zero: no probe */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_comm.c: creating, aborting and destroying CPU ring comms. */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -113,6 +114,7 @@ static int env_algo(void) {
   if (strcasecmp(algo, "rd") == 0) return CPU_ALGO_RD;
   if (strcasecmp(algo, "shm") == 0) return CPU_ALGO_SHM;
   if (strcasecmp(algo, "twolevel") == 0) return CPU_ALGO_TWO_LEVEL;
+  if (strcasecmp(algo, "rh") == 0) return CPU_ALGO_RH;
   return -1;
 }
 
@@ -129,9 +131,10 @@ static int env_link_probe(void) {
 
 coll_status_t coll__cpu_env_check(void) {
   if (env_algo() < 0)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "COLL_ALGO='%s' is not auto, ring, rd, twolevel or shm",
-                     coll__env(COLL_ENV_ALGO));
+    return coll__err(
+        COLL_ERR_INVALID_ARG,
+        "COLL_ALGO='%s' is not auto, ring, rd, rh, twolevel or shm",
+        coll__env(COLL_ENV_ALGO));
   if (env_link_probe() == -2)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "COLL_LINK_PROBE='%s' is not auto, 0 or 1",
@@ -147,6 +150,7 @@ static void read_tuning(coll_cpu_t *cpu) {
   if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
     cpu->ring_threshold = (size_t)v;
   cpu->two_level_threshold = cpu->ring_threshold;
+  cpu->rh_threshold = SIZE_MAX;
   /* The transport knows what it moves best, on a host with a core per
    * rank or fewer; COLL_SEGMENT_BYTES wins. */
   cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__cores());
@@ -187,14 +191,15 @@ static coll_status_t link_tuning(coll_cpu_t *cpu) {
   cpu->link = e;
   cpu->ring_threshold = coll__link_ring_threshold(cpu->comm->world, &e);
   cpu->two_level_threshold = cpu->ring_threshold;
+  cpu->rh_threshold = coll__link_rh_threshold(cpu->comm->world, &e);
   if (coll__topo_two_level(&cpu->topo))
     cpu->two_level_threshold =
         coll__link_two_level_threshold(cpu->topo.nhosts, cpu->topo.local, &e);
   COLL_INFO(COLL_LOG_INIT,
             "link probe: %.1f us a step, %.3f GB/s: ring from %zu bytes, "
-            "two-level from %zu",
+            "two-level from %zu, halving-doubling from %zu",
             e.alpha_s * 1e6, e.s_per_byte > 0 ? 1e-9 / e.s_per_byte : 0.0,
-            cpu->ring_threshold, cpu->two_level_threshold);
+            cpu->ring_threshold, cpu->two_level_threshold, cpu->rh_threshold);
   return COLL_OK;
 }
 

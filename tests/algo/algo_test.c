@@ -50,8 +50,8 @@ const char *at_tp_name(at_tp_t tp) {
 
 const char *at_kind_name(at_kind_t k) {
   static const char *const names[] = {
-      "ring allreduce", "rd allreduce", "reduce-scatter", "allgather",
-      "broadcast",      "reduce",       "barrier"};
+      "ring allreduce", "rd allreduce", "rh allreduce", "reduce-scatter",
+      "allgather",      "broadcast",    "reduce",       "barrier"};
   return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
@@ -340,6 +340,7 @@ coll_status_t at_call(const at_case_t *c, const coll_algo_ctx_t *ctx,
     case AT_AR_RING:
       return coll__allreduce_ring(ctx, buf, c->count, c->dt, c->op);
     case AT_AR_RD: return coll__allreduce_rd(ctx, buf, c->count, c->dt, c->op);
+    case AT_AR_RH: return coll__allreduce_rh(ctx, buf, c->count, c->dt, c->op);
     case AT_RS:
       return coll__reduce_scatter_ring(ctx, buf, c->count, c->dt, c->op);
     case AT_AG: return coll__allgather_ring(ctx, buf, c->count * es);
@@ -388,6 +389,7 @@ static void run_case(at_world_t *w, int rank, const at_case_t *c, size_t ci,
   switch (c->kind) {
     case AT_AR_RING:
     case AT_AR_RD:
+    case AT_AR_RH:
       if (rank == 0)
         o->nbad = check(c, n, salt, buf, 0, c->count, &o->first_bad);
       o->hash = at_hash(buf, blk);
@@ -457,7 +459,8 @@ void at_run_cases(at_world_t *w, const at_case_t *cases, size_t ncases,
 }
 
 static int same_bits_everywhere(at_kind_t k) {
-  return k == AT_AR_RING || k == AT_AR_RD || k == AT_AG || k == AT_BCAST;
+  return k == AT_AR_RING || k == AT_AR_RD || k == AT_AR_RH || k == AT_AG ||
+         k == AT_BCAST;
 }
 
 size_t at_report(const at_world_t *w, const at_case_t *cases, size_t ncases,

@@ -57,6 +57,7 @@ void at_ctx(at_world_t *w, int rank, uint32_t seq, size_t seg_bytes,
 typedef enum at_kind {
   AT_AR_RING,
   AT_AR_RD,
+  AT_AR_RH,
   AT_RS,
   AT_AG,
   AT_BCAST,

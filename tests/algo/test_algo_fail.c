@@ -83,10 +83,9 @@ static const struct {
   int kind;
   size_t count;
 } algos[] = {
-    {AT_AR_RING, 1000}, {AT_AR_RD, 1000},    {AT_RS, 300},
-    {AT_AG, 300},       {AT_BCAST, 100},     {AT_BCAST, 100003},
-    {AT_REDUCE, 100},   {AT_REDUCE, 100003}, {AT_BARRIER, 0},
-    {AGREE_KIND, 10},
+    {AT_AR_RING, 1000},  {AT_AR_RD, 1000}, {AT_AR_RH, 1000},   {AT_RS, 300},
+    {AT_AG, 300},        {AT_BCAST, 100},  {AT_BCAST, 100003}, {AT_REDUCE, 100},
+    {AT_REDUCE, 100003}, {AT_BARRIER, 0},  {AGREE_KIND, 10},
 };
 #define NALGOS (sizeof algos / sizeof algos[0])
 

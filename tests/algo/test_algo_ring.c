@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_algo_ring.c: ring and recursive-doubling allreduce, ring
- * reduce-scatter and ring allgather on 1..8 rank threads, over the
- * in-process transport and the test mailbox (rendezvous and eager), for
- * every dtype and op, counts around the world size and a large odd one,
- * tiny segments (many per block) and large ones. Results are compared with
- * the test's own reference and, where promised, bit for bit across ranks. */
+/* test_algo_ring.c: ring, recursive-doubling and halving-doubling
+ * allreduce, ring reduce-scatter and ring allgather on 1..8 rank threads,
+ * over the in-process transport and the test mailbox (rendezvous and
+ * eager), for every dtype and op, counts around the world size and a
+ * large odd one, tiny segments (many per block) and large ones. Results
+ * are compared with the test's own reference and, where promised, bit for
+ * bit across ranks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,6 +127,11 @@ static void test_allreduce_rd(void **state) {
   run_worlds(make_reduce, AT_AR_RD);
 }
 
+static void test_allreduce_rh(void **state) {
+  (void)state;
+  run_worlds(make_reduce, AT_AR_RH);
+}
+
 static void test_reduce_scatter_ring(void **state) {
   (void)state;
   run_worlds(make_reduce, AT_RS);
@@ -140,6 +146,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_allreduce_ring),
       cmocka_unit_test(test_allreduce_rd),
+      cmocka_unit_test(test_allreduce_rh),
       cmocka_unit_test(test_reduce_scatter_ring),
       cmocka_unit_test(test_allgather_ring),
   };

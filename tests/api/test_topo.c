@@ -6,8 +6,9 @@
  * - The walk order groups ranks by host whatever the numbering
  *   (coll__topo_init on its own).
  * - Every collective, dtype and op matches the serial reference bit for bit
- *   under COLL_ALGO=auto, ring and twolevel, on 2x2, 2x3, 3x2 and 3+1
- *   layouts (two-level falls back to the host-ordered ring on 3+1).
+ *   under COLL_ALGO=auto, ring and twolevel (and rh on 2x2 and 2x3), on
+ *   2x2, 2x3, 3x2 and 3+1 layouts (two-level falls back to the
+ *   host-ordered ring on 3+1).
  * - The ring crosses between hosts once per host per pass: a trace of the
  *   bytes each rank sent to each peer (a transport test hook) shows exactly
  *   nhosts cross-host links, each carrying what a ring link carries; the
@@ -260,12 +261,14 @@ static void test_2x2(void **state) {
   run_matrix(&k_2x2, NULL);
   run_matrix(&k_2x2, "twolevel");
   run_matrix(&k_2x2, "ring");
+  run_matrix(&k_2x2, "rh");
 }
 
 static void test_2x3(void **state) {
   (void)state;
   run_matrix(&k_2x3, NULL);
   if (!t_quick()) run_matrix(&k_2x3, "twolevel");
+  run_matrix(&k_2x3, "rh"); /* 6 ranks: two fold in and out */
 }
 
 static void test_3x2(void **state) {

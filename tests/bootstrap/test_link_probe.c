@@ -77,6 +77,38 @@ static void test_threshold_is_the_crossover(void **state) {
   assert_int_equal(coll__link_ring_threshold(4, &e), COLL_LINK_RING_MAX);
 }
 
+/* Halving-doubling over n = 2^k ranks: 2k steps, the ring's bytes. */
+static double t_rh(int n, double a, double c, double s) {
+  int k = rd_steps(n);
+  return 2.0 * k * a + 2.0 * (n - 1) * s * c / n;
+}
+
+static void test_rh_threshold_is_the_crossover(void **state) {
+  static const int ns[] = {4, 8, 16, 64};
+  coll_link_est_t e = {20e-6, 1e-9};
+  (void)state;
+  /* 4 ranks: 4 alpha / c, half the ring's. */
+  assert_int_equal(coll__link_rh_threshold(4, &e), 80000);
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    int n = ns[i];
+    size_t s = coll__link_rh_threshold(n, &e);
+    double x = (double)s;
+    if (s == COLL_LINK_RING_MIN || s == COLL_LINK_RING_MAX) continue;
+    if (t_rd(n, e.alpha_s, e.s_per_byte, x) >
+            t_rh(n, e.alpha_s, e.s_per_byte, x) ||
+        t_rd(n, e.alpha_s, e.s_per_byte, x + 1) <
+            t_rh(n, e.alpha_s, e.s_per_byte, x + 1))
+      fail_msg("n %d: threshold %zu is not where the times meet", n, s);
+    if (s > coll__link_ring_threshold(n, &e))
+      fail_msg("n %d: halving-doubling from %zu, the ring from %zu", n, s,
+               coll__link_ring_threshold(n, &e));
+  }
+  /* Not a power of two, or two ranks: never. */
+  assert_true(coll__link_rh_threshold(6, &e) == SIZE_MAX);
+  assert_true(coll__link_rh_threshold(3, &e) == SIZE_MAX);
+  assert_true(coll__link_rh_threshold(2, &e) == SIZE_MAX);
+}
+
 /* The two-level allreduce over H hosts of L ranks: within a host 2 (L - 1)
  * steps of 1/L of the buffer, across 2 (H - 1) steps of 1/(L H), every
  * step at the link's price. */
@@ -128,7 +160,7 @@ typedef struct job {
   int port;
   int leaver; /* this rank destroys its transport instead (-1: none) */
   coll_status_t s[WORLD];
-  size_t threshold[WORLD], two_level[WORLD];
+  size_t threshold[WORLD], two_level[WORLD], rh[WORLD];
   coll_link_est_t link[WORLD];
   char why[WORLD][COLL_ERRMSG_MAX];
 } job_t;
@@ -167,6 +199,7 @@ static void rank_main(int rank, int world, void *arg) {
   if (j->s[rank] == COLL_OK) {
     j->threshold[rank] = ((coll_cpu_t *)c->be)->ring_threshold;
     j->two_level[rank] = ((coll_cpu_t *)c->be)->two_level_threshold;
+    j->rh[rank] = ((coll_cpu_t *)c->be)->rh_threshold;
     j->link[rank] = ((coll_cpu_t *)c->be)->link;
     j->s[rank] = check_allreduce(c, rank);
   }
@@ -197,7 +230,8 @@ static void expect_threshold(job_t *j, size_t want) {
     if (j->threshold[r] != j->threshold[0])
       fail_msg("rank %d picked %zu, rank 0 %zu", r, j->threshold[r],
                j->threshold[0]);
-    if (want != 0 && (j->threshold[r] != want || j->two_level[r] != want))
+    if (want != 0 && (j->threshold[r] != want || j->two_level[r] != want ||
+                      j->rh[r] != SIZE_MAX))
       fail_msg("rank %d: thresholds %zu and %zu (two-level), want %zu", r,
                j->threshold[r], j->two_level[r], want);
     /* Measured: the same figures on every rank, and the threshold is the
@@ -206,7 +240,8 @@ static void expect_threshold(job_t *j, size_t want) {
         (j->link[r].alpha_s <= 0 || j->link[r].s_per_byte < 0 ||
          memcmp(&j->link[r], &j->link[0], sizeof j->link[r]) != 0 ||
          j->threshold[r] != coll__link_ring_threshold(WORLD, &j->link[r]) ||
-         j->two_level[r] != coll__link_two_level_threshold(2, 2, &j->link[r])))
+         j->two_level[r] != coll__link_two_level_threshold(2, 2, &j->link[r]) ||
+         j->rh[r] != coll__link_rh_threshold(WORLD, &j->link[r])))
       fail_msg(
           "rank %d: step %g s, %g s/byte, threshold %zu: not one probe "
           "every rank agreed on",
@@ -272,6 +307,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_threshold_is_the_crossover),
       cmocka_unit_test(test_two_level_threshold_is_the_crossover),
+      cmocka_unit_test(test_rh_threshold_is_the_crossover),
       cmocka_unit_test(test_ranks_agree_on_a_measured_threshold),
       cmocka_unit_test(test_overrides_skip_the_probe),
       cmocka_unit_test(test_bad_value_refused),

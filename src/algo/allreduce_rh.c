@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* allreduce_rh.c: allreduce for mid-size buffers on links where bytes
+ * cost: a reduce-scatter by recursive halving, then an allgather by
+ * recursive doubling (Rabenseifner's algorithm). Each rank sends what the
+ * ring sends, 2 (p-1)/p of the buffer, but in 2 log2(p) steps instead of
+ * 2 (p-1): on 4 ranks 4 steps instead of 6, on 8 ranks 6 instead of 14.
+ * With n not a power of two, the ranks from p (the largest power of two
+ * below n) fold their buffer into rank - p first and get the result back
+ * at the end, as in recursive doubling.
+ *
+ * Halving: in the round with partner rank ^ m (m = p/2, p/4, ... 1) both
+ * partners hold the same element range; the lower keeps its first half,
+ * the higher its second, each sends the other half to the partner and
+ * combines what it receives into the half it keeps. After the last round
+ * each rank holds one p-th of the buffer reduced over all ranks, computed
+ * there only, so the allgather that follows (the same rounds backwards,
+ * exchanging the halves whole) gives every rank the same bits. */
+#include <string.h>
+
+#include "algo/algo_util.h"
+
+/* The deepest halving: p up to 2^30 ranks. */
+#define RH_LEVELS 31
+
+typedef struct rh {
+  algo_run_t run;
+  char *buf;
+  char *spare; /* scratch for the halves received */
+  size_t bytes, count, esz;
+  coll_reduce_fn_t fn;
+  algo_req_t req[2];
+  /* The element range this rank held before each halving round, by
+   * round: the allgather's round k joins back to lo[k]..hi[k]. */
+  size_t lo[RH_LEVELS], hi[RH_LEVELS];
+} rh_t;
+
+/* Sends n elements from `from` to peer and receives m elements from it
+ * into `into`, both posted before either is waited. */
+static coll_status_t rh_exchange(rh_t *R, int peer, const char *from, size_t n,
+                                 char *into, size_t m) {
+  COLL_CHECK(coll__algo_irecv(&R->run, &R->req[0], peer, into, m * R->esz));
+  COLL_CHECK(coll__algo_isend(&R->run, &R->req[1], peer, from, n * R->esz));
+  COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], m * R->esz));
+  return coll__algo_wait(&R->run, &R->req[1], 0);
+}
+
+/* Halving then doubling among ranks [0, p). */
+static coll_status_t rh_rounds(rh_t *R, int rank, int p) {
+  size_t lo = 0, hi = R->count;
+  int k = 0, m;
+  for (m = p / 2; m >= 1; m /= 2, k++) {
+    int peer = rank ^ m;
+    size_t mid = lo + (hi - lo) / 2;
+    /* Keep [klo, khi), send the other half. */
+    size_t klo = rank < peer ? lo : mid, khi = rank < peer ? mid : hi;
+    size_t slo = rank < peer ? mid : lo, shi = rank < peer ? hi : mid;
+    R->lo[k] = lo;
+    R->hi[k] = hi;
+    COLL_CHECK(rh_exchange(R, peer, R->buf + slo * R->esz, shi - slo, R->spare,
+                           khi - klo));
+    /* Only this rank combines these elements (this rank's value on the
+     * left), and the allgather hands every rank its bits. */
+    if (khi > klo) R->fn(R->buf + klo * R->esz, R->spare, khi - klo);
+    lo = klo;
+    hi = khi;
+  }
+  for (m = 1; m < p; m *= 2) {
+    int peer = rank ^ m;
+    /* Back to the range of the round that split with this partner: the
+     * partner holds the rest of it, reduced (the half after this rank's
+     * if this rank is the lower, else the half before). */
+    size_t plo, phi;
+    k--;
+    plo = rank < peer ? hi : R->lo[k];
+    phi = rank < peer ? R->hi[k] : lo;
+    COLL_CHECK(rh_exchange(R, peer, R->buf + lo * R->esz, hi - lo,
+                           R->buf + plo * R->esz, phi - plo));
+    lo = R->lo[k];
+    hi = R->hi[k];
+  }
+  return COLL_OK;
+}
+
+static coll_status_t rh_body(rh_t *R, int rank, int n) {
+  int p = 1;
+  while (p <= n / 2) p <<= 1;
+  if (rank >= p) {
+    /* Folded out: hand the value in, take the result back (the send is
+     * waited first: the result lands in the same buffer). */
+    COLL_CHECK(
+        coll__algo_isend(&R->run, &R->req[1], rank - p, R->buf, R->bytes));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
+    COLL_CHECK(
+        coll__algo_irecv(&R->run, &R->req[0], rank - p, R->buf, R->bytes));
+    return coll__algo_wait(&R->run, &R->req[0], R->bytes);
+  }
+  if (rank + p < n) {
+    COLL_CHECK(
+        coll__algo_irecv(&R->run, &R->req[0], rank + p, R->spare, R->bytes));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], R->bytes));
+    R->fn(R->buf, R->spare, R->count);
+  }
+  COLL_CHECK(rh_rounds(R, rank, p));
+  if (rank + p < n) {
+    COLL_CHECK(
+        coll__algo_isend(&R->run, &R->req[1], rank + p, R->buf, R->bytes));
+    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
+  }
+  return COLL_OK;
+}
+
+coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, void *buf,
+                                 size_t count, coll_dtype_t dt, coll_op_t op) {
+  rh_t R;
+  memset(&R, 0, sizeof R);
+  R.fn = coll__algo_kernel("halving-doubling allreduce", dt, op);
+  if (R.fn == NULL) return COLL_ERR_UNSUPPORTED;
+  if (ctx->world == 1 || count == 0) return COLL_OK;
+  coll__algo_run_init(&R.run, ctx, "halving-doubling allreduce", ALGO_PH_RH);
+  R.buf = buf;
+  R.count = count;
+  R.esz = coll_dtype_size(dt);
+  R.bytes = count * R.esz;
+  R.spare = coll__scratch_get(ctx->scratch, R.bytes);
+  if (R.spare == NULL)
+    return coll__algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffer");
+  if (rh_body(&R, ctx->rank, ctx->world) != COLL_OK)
+    coll__algo_cancel(&R.run, R.req, 2);
+  return coll__algo_done(&R.run);
+}
