@@ -49,6 +49,26 @@ typedef struct algo_run {
   char msg[COLL_ERRMSG_MAX];
 } algo_run_t;
 
+/* An algorithm's whole buffer, for coll__algo_fold: its run, two request
+ * slots (receive, send), the buffer and scratch of the same size, and the
+ * reduction. */
+typedef struct algo_fold {
+  algo_run_t *run;
+  algo_req_t *req;
+  char *buf, *spare;
+  size_t bytes, count;
+  coll_reduce_fn_t fn;
+} algo_fold_t;
+
+/* Runs `rounds` among ranks [0, p), p the largest power of two <= n, on a
+ * world of n (fold.c): the ranks from p first hand their buffer to rank - p,
+ * which combines it with its own (its own value on the left), and take the
+ * result back at the end. For recursive doubling and halving-doubling. */
+coll_status_t coll__algo_fold(const algo_fold_t *f, int rank, int n,
+                              coll_status_t (*rounds)(void *arg, int rank,
+                                                      int p),
+                              void *arg);
+
 /* Starts a run: clears this thread's error text (so a transport that fails
  * without a text is noticed) and computes the tag of `phase`. */
 void coll__algo_run_init(algo_run_t *run, const coll_algo_ctx_t *ctx,

@@ -33,7 +33,8 @@ static coll_status_t rd_exchange(rd_t *R, int peer, const void *src,
 
 /* The doubling rounds among ranks [0, p). `cur` holds this rank's value;
  * the other of buf/spare is free for the next receive. */
-static coll_status_t rd_rounds(rd_t *R, int rank, int p) {
+static coll_status_t rd_rounds(void *arg, int rank, int p) {
+  rd_t *R = arg;
   char *cur = R->buf;
   int mask;
   for (mask = 1; mask < p; mask <<= 1) {
@@ -51,35 +52,6 @@ static coll_status_t rd_rounds(rd_t *R, int rank, int p) {
   return COLL_OK;
 }
 
-static coll_status_t rd_body(rd_t *R, int rank, int n) {
-  int p = 1;
-  while (p <= n / 2) p <<= 1;
-  if (rank >= p) {
-    /* Folded out: hand the value in, take the result back. The send is
-     * waited first because the result lands in the same buffer; rank - p
-     * posted its receive at its start, so that wait cannot stall. */
-    COLL_CHECK(
-        coll__algo_isend(&R->run, &R->req[1], rank - p, R->buf, R->bytes));
-    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
-    COLL_CHECK(
-        coll__algo_irecv(&R->run, &R->req[0], rank - p, R->buf, R->bytes));
-    return coll__algo_wait(&R->run, &R->req[0], R->bytes);
-  }
-  if (rank + p < n) {
-    COLL_CHECK(
-        coll__algo_irecv(&R->run, &R->req[0], rank + p, R->spare, R->bytes));
-    COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], R->bytes));
-    R->fn(R->buf, R->spare, R->count);
-  }
-  COLL_CHECK(rd_rounds(R, rank, p));
-  if (rank + p < n) {
-    COLL_CHECK(
-        coll__algo_isend(&R->run, &R->req[1], rank + p, R->buf, R->bytes));
-    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
-  }
-  return COLL_OK;
-}
-
 coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op) {
   rd_t R;
@@ -94,7 +66,8 @@ coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
   R.spare = coll__scratch_get(ctx->scratch, R.bytes);
   if (R.spare == NULL)
     return coll__algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffer");
-  if (rd_body(&R, ctx->rank, ctx->world) != COLL_OK)
+  algo_fold_t f = {&R.run, R.req, R.buf, R.spare, R.bytes, R.count, R.fn};
+  if (coll__algo_fold(&f, ctx->rank, ctx->world, rd_rounds, &R) != COLL_OK)
     coll__algo_cancel(&R.run, R.req, 2);
   return coll__algo_done(&R.run);
 }

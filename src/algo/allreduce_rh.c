@@ -45,7 +45,8 @@ static coll_status_t rh_exchange(rh_t *R, int peer, const char *from, size_t n,
 }
 
 /* Halving then doubling among ranks [0, p). */
-static coll_status_t rh_rounds(rh_t *R, int rank, int p) {
+static coll_status_t rh_rounds(void *arg, int rank, int p) {
+  rh_t *R = arg;
   size_t lo = 0, hi = R->count;
   int k = 0, m;
   for (m = p / 2; m >= 1; m /= 2, k++) {
@@ -81,34 +82,6 @@ static coll_status_t rh_rounds(rh_t *R, int rank, int p) {
   return COLL_OK;
 }
 
-static coll_status_t rh_body(rh_t *R, int rank, int n) {
-  int p = 1;
-  while (p <= n / 2) p <<= 1;
-  if (rank >= p) {
-    /* Folded out: hand the value in, take the result back (the send is
-     * waited first: the result lands in the same buffer). */
-    COLL_CHECK(
-        coll__algo_isend(&R->run, &R->req[1], rank - p, R->buf, R->bytes));
-    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
-    COLL_CHECK(
-        coll__algo_irecv(&R->run, &R->req[0], rank - p, R->buf, R->bytes));
-    return coll__algo_wait(&R->run, &R->req[0], R->bytes);
-  }
-  if (rank + p < n) {
-    COLL_CHECK(
-        coll__algo_irecv(&R->run, &R->req[0], rank + p, R->spare, R->bytes));
-    COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], R->bytes));
-    R->fn(R->buf, R->spare, R->count);
-  }
-  COLL_CHECK(rh_rounds(R, rank, p));
-  if (rank + p < n) {
-    COLL_CHECK(
-        coll__algo_isend(&R->run, &R->req[1], rank + p, R->buf, R->bytes));
-    COLL_CHECK(coll__algo_wait(&R->run, &R->req[1], 0));
-  }
-  return COLL_OK;
-}
-
 coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op) {
   rh_t R;
@@ -124,7 +97,8 @@ coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, void *buf,
   R.spare = coll__scratch_get(ctx->scratch, R.bytes);
   if (R.spare == NULL)
     return coll__algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffer");
-  if (rh_body(&R, ctx->rank, ctx->world) != COLL_OK)
+  algo_fold_t f = {&R.run, R.req, R.buf, R.spare, R.bytes, R.count, R.fn};
+  if (coll__algo_fold(&f, ctx->rank, ctx->world, rh_rounds, &R) != COLL_OK)
     coll__algo_cancel(&R.run, R.req, 2);
   return coll__algo_done(&R.run);
 }
