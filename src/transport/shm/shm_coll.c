@@ -130,6 +130,19 @@ static coll_status_t check(shm_ep_t *ep, int p) {
   return s;
 }
 
+coll_status_t coll__shm_wait_on(shm_ep_t *ep, int q, int which, uint64_t v) {
+  coll_status_t s = check(ep, q);
+  /* q may have posted, finished the round and left since the caller's
+   * look: a peer seen gone ends the wait only while it is still behind (it
+   * posts before it leaves, so its flag is final once it is seen gone). One
+   * that left before it finished the round is all_posted's to report. */
+  if (s != COLL_OK &&
+      !atomic_load_explicit(&ep->aborted, memory_order_relaxed) &&
+      !behind(ep, q, which, v))
+    return COLL_OK;
+  return s;
+}
+
 /* Sleeps until a doorbell, a peer's hangup, or at most ms; announces the
  * sleep first and looks at the flags one last time. */
 static void sleep_on(shm_ep_t *ep, int which, uint64_t v, int64_t ms) {
@@ -172,6 +185,17 @@ static void sleep_on(shm_ep_t *ep, int which, uint64_t v, int64_t ms) {
   free(who);
 }
 
+/* Every peer posted `which` for round v: COLL_OK, unless this endpoint
+ * closed meanwhile (the caller must not go on as if nothing happened) or
+ * a peer left round v unfinished. */
+static coll_status_t all_posted(shm_ep_t *ep, uint64_t v) {
+  int p;
+  if (atomic_load_explicit(&ep->aborted, memory_order_relaxed))
+    return check(ep, ep->rank == 0 ? 1 : 0);
+  p = gone_mid_round(ep, v);
+  return p < 0 ? COLL_OK : check(ep, p);
+}
+
 static coll_status_t wait_slow(shm_ep_t *ep, int which, uint64_t v,
                                int64_t deadline_ms) {
   uint64_t spin_from = coll__now_ns();
@@ -180,13 +204,10 @@ static coll_status_t wait_slow(shm_ep_t *ep, int which, uint64_t v,
     int p = first_behind(ep, which, v);
     int64_t left;
     coll_status_t s;
-    if (p < 0) {
-      p = gone_mid_round(ep, v);
-      return p < 0 ? COLL_OK : check(ep, p);
-    }
+    if (p < 0) return all_posted(ep, v);
     for (int q = p; q < ep->world; q++)
       if (q == p || behind(ep, q, which, v)) {
-        s = check(ep, q);
+        s = coll__shm_wait_on(ep, q, which, v);
         if (s != COLL_OK) return s;
       }
     left = deadline_ms < 0 ? SHM_FLAG_SLEEP_MS : deadline_ms - coll__now_ms();
@@ -215,15 +236,7 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
                               int64_t deadline_ms) {
   shm_ep_t *ep = ctx;
   coll_status_t s;
-  if (first_behind(ep, which, v) < 0) {
-    /* Everyone is there, but this endpoint may have closed meanwhile: the
-     * caller must not go on as if nothing happened. */
-    int p;
-    if (atomic_load_explicit(&ep->aborted, memory_order_relaxed))
-      return check(ep, ep->rank == 0 ? 1 : 0);
-    p = gone_mid_round(ep, v);
-    return p < 0 ? COLL_OK : check(ep, p);
-  }
+  if (first_behind(ep, which, v) < 0) return all_posted(ep, v);
   atomic_fetch_add(&ep->flag_waiters, 1);
   s = wait_slow(ep, which, v, deadline_ms);
   atomic_fetch_sub(&ep->flag_waiters, 1);

@@ -312,6 +312,10 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
 
 /* The shared memory the collectives use (transport.h). */
 extern const coll_t_shared_t coll__shm_shared;
+/* A wait for flag `which` of round v found peer q behind: COLL_OK while q
+ * may still post it or has posted it since (a peer that posted, finished
+ * the round and left does not fail the wait); else why the wait ends. */
+coll_status_t coll__shm_wait_on(shm_ep_t *ep, int q, int which, uint64_t v);
 
 /* shm_heartbeat.c ---------------------------------------------------------- */
 
