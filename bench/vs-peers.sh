@@ -16,6 +16,8 @@
 #             environment variables (e.g. coll:COLL_CHECK_MISMATCH=0, or
 #             coll:COLL_TRANSPORT=tcp:LD_LIBRARY_PATH=/other/build/src to
 #             compare another build's library)
+#             plain_tcp is bench/plain_ring.c: a ring over loopback TCP
+#             with nothing around it, the floor a TCP ring stands on
 # BENCH_SECONDS  timed loop per size (default 1.0)
 # OUT         keep each run's table there (<variant>.n<N>.r<rep>.txt, the
 #             peers' format, which tools/plot-perf.py reads as a folder)
@@ -38,6 +40,9 @@ out=${OUT:-$work/runs}
 mkdir -p "$out"
 gcc -O2 -I"$peers" -I"$root/include" -o "$work/coll_allreduce" \
   "$root/bench/coll_allreduce.c" -L"$build/src" -lcoll -Wl,-rpath,"$build/src"
+case $variants in *plain_tcp*)
+  gcc -O3 -march=native -I"$peers" -o "$work/plain_ring" "$root/bench/plain_ring.c" ;;
+esac
 case $variants in *mpi*) mpicc -O3 -march=native -o "$work/mpi_allreduce" "$peers/mpi_allreduce.c" ;; esac
 
 mpi="mpirun --allow-run-as-root --oversubscribe --mca pml ob1"
@@ -50,6 +55,7 @@ run() { # variant n
         sed -E 's/:([A-Za-z_][A-Za-z0-9_]*=)/\n\1/g')
       env "${assigns[@]}" timeout 900 "$build/tools/coll-run" -n "$2" "$work/coll_allreduce" "$1" ;;
     mpi_tcp) timeout 900 $mpi -np "$2" --mca btl tcp,self --mca btl_tcp_if_include lo "$work/mpi_allreduce" mpi_tcp ;;
+    plain_tcp) timeout 900 "$work/plain_ring" "$2" plain_tcp ;;
     mpi_vader) timeout 900 $mpi -np "$2" --mca btl vader,self "$work/mpi_allreduce" mpi_vader ;;
     *) echo "vs-peers: unknown variant $1" >&2; return 2 ;;
   esac | sed 's/^\[[0-9]*\] //'
