@@ -22,7 +22,8 @@
 # BUILD       libcoll's build folder (default: build)
 # PEERS_DIR   the peer drivers (default ../shared/bench/peers beside this
 #             checkout), for mpi
-# OUT         keep each run's table there (<layout>.<variant>.r<rep>.txt)
+# OUT         keep each run's table there (<layout>.<variant>.r<rep>.txt, the
+#             variant with anything but [A-Za-z0-9_.=:-] as _)
 #
 # Needs root and iproute2 (ip netns, tc); refuses clearly without them.
 # Every namespace is removed afterwards, also after a failure or Ctrl-C.
@@ -210,12 +211,15 @@ run_mpi() { # H M logfile
     { grep -v "^ *$" "$work/mpi.err" | head -${MH_ERR_LINES:-8} >&2; return 1; }
 }
 
+# A variant's file name: its text with anything but [A-Za-z0-9_.=:-] as _
+# (a setting may hold a path).
+fname() { printf '%s' "$1" | tr -c 'A-Za-z0-9_.=:-' '_'; }
 for l in $layouts; do
   H=${l%x*} M=${l#*x}
   hosts "$H"
   for rep in $(seq "$reps"); do
     for v in $variants; do
-      log=$out/$l.$v.r$rep.txt
+      log=$out/$l.$(fname "$v").r$rep.txt
       echo ">> $l ($order) rep $rep $v" >&2
       case $v in
         mpi) run_mpi "$H" "$M" "$log" || echo "   mpi failed or skipped" >&2 ;;
@@ -227,7 +231,7 @@ for l in $layouts; do
 done
 
 med() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else printf "%.4g", (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-col() { cat "$out/$1.$2".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
+col() { cat "$out/$1.$(fname "$2")".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
 link=$(awk -v r="$rate" 'BEGIN {printf "%.4g", r / 8000}')
 echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  link: $rate Mbit/s = $link GB/s  order: $order  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS"
 for l in $layouts; do
