@@ -77,13 +77,34 @@ void coll__agree_pack(unsigned char *p, const agree_state_t *st) {
   coll__desc_pack(p + 2 * DESC_BYTES + 12, &st->db);
 }
 
-void coll__agree_unpack(const unsigned char *p, agree_state_t *st) {
+size_t coll__agree_pack_compact(unsigned char *p, const agree_state_t *st) {
+  if (st->flag != 0 || st->ra >= 0) {
+    coll__agree_pack(p, st);
+    return AGREE_BYTES;
+  }
+  coll__desc_pack(p, &st->mine);
+  coll__put_le32(p + DESC_BYTES, COLL_AGREE_COMPACT);
+  return COLL_AGREE_MIN_BYTES;
+}
+
+size_t coll__agree_unpack(const unsigned char *p, size_t n, agree_state_t *st) {
+  uint32_t word;
+  if (n < COLL_AGREE_MIN_BYTES) return 0;
+  word = coll__get_le32(p + DESC_BYTES);
+  if (word == COLL_AGREE_COMPACT) {
+    memset(st, 0, sizeof *st);
+    st->ra = st->rb = -1;
+    coll__desc_unpack(p, &st->mine);
+    return COLL_AGREE_MIN_BYTES;
+  }
+  if (n < AGREE_BYTES) return 0;
   coll__desc_unpack(p, &st->mine);
-  st->flag = coll__get_le32(p + DESC_BYTES);
+  st->flag = word != 0;
   st->ra = (int32_t)coll__get_le32(p + DESC_BYTES + 4);
   st->rb = (int32_t)coll__get_le32(p + DESC_BYTES + 8);
   coll__desc_unpack(p + DESC_BYTES + 12, &st->da);
   coll__desc_unpack(p + 2 * DESC_BYTES + 12, &st->db);
+  return AGREE_BYTES;
 }
 
 int coll__desc_equal(const coll_desc_t *a, const coll_desc_t *b) {
@@ -147,21 +168,24 @@ typedef struct agree {
  * both posted before either is waited. */
 static coll_status_t swap(agree_t *A, int peer, int send, int recv,
                           agree_state_t *got) {
-  size_t n = 0;
-  coll__agree_pack(A->out, &A->st);
+  size_t n = 0, len = coll__agree_pack_compact(A->out, &A->st), st_len;
   if (recv)
     COLL_CHECK(coll__algo_irecv(&A->run, &A->req[0], peer, A->in,
                                 AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX));
   if (send)
-    COLL_CHECK(
-        coll__algo_isend(&A->run, &A->req[1], peer, A->out, AGREE_BYTES));
+    COLL_CHECK(coll__algo_isend(&A->run, &A->req[1], peer, A->out, len));
   if (recv)
-    COLL_CHECK(coll__algo_wait_range(&A->run, &A->req[0], AGREE_BYTES,
+    COLL_CHECK(coll__algo_wait_range(&A->run, &A->req[0], COLL_AGREE_MIN_BYTES,
                                      AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX, &n));
   if (send) COLL_CHECK(coll__algo_wait(&A->run, &A->req[1], 0));
   if (recv) {
-    coll__agree_unpack(A->in, got);
-    if (n > AGREE_BYTES && coll__desc_equal(&got->mine, &A->st.mine))
+    st_len = coll__agree_unpack(A->in, n, got);
+    if (st_len == 0)
+      return coll__algo_fail(&A->run, COLL_ERR_PROTOCOL,
+                             "rank %d's agreement state: %zu bytes, short of "
+                             "its form",
+                             coll__ctx_rank(A->run.ctx, peer), n);
+    if (n > st_len && coll__desc_equal(&got->mine, &A->st.mine))
       A->folded_peer = 1;
   }
   return COLL_OK;

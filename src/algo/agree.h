@@ -20,8 +20,16 @@
 #include "algo/algo.h"
 
 #define COLL_AGREE_DESC_BYTES 44
+/* A full state: the descriptor, a flag word, the two ranks and the two
+ * descriptors of a known disagreement. */
 #define COLL_AGREE_BYTES \
   (COLL_AGREE_DESC_BYTES + 12 + 2 * COLL_AGREE_DESC_BYTES)
+/* A state that knows of no disagreement travels compact: the descriptor and
+ * a flag word of COLL_AGREE_COMPACT. On a link where every byte counts
+ * (1 Gbit/s), the 96 bytes saved on each of a 4-rank agreement's two
+ * messages are a tenth of what the check costs a 64 KiB allreduce. */
+#define COLL_AGREE_MIN_BYTES (COLL_AGREE_DESC_BYTES + 4)
+#define COLL_AGREE_COMPACT 0x80000000u
 /* The largest result a folded allreduce message carries. Part of the
  * protocol: every rank must use the same value. */
 #define COLL_AGREE_PAYLOAD_MAX ((size_t)64 * 1024)
@@ -42,8 +50,14 @@ int coll__desc_equal(const coll_desc_t *a, const coll_desc_t *b);
 
 /* The state of a rank that knows only its own descriptor. */
 void coll__agree_state_init(agree_state_t *st, const coll_desc_t *d);
+/* The full form (COLL_AGREE_BYTES). */
 void coll__agree_pack(unsigned char *p, const agree_state_t *st);
-void coll__agree_unpack(const unsigned char *p, agree_state_t *st);
+/* The compact form where st knows of no disagreement, else the full one;
+ * returns its length. */
+size_t coll__agree_pack_compact(unsigned char *p, const agree_state_t *st);
+/* Reads either form from the n bytes at p; returns its length, or 0 if n
+ * is shorter than the form its flag word names. */
+size_t coll__agree_unpack(const unsigned char *p, size_t n, agree_state_t *st);
 /* Folds in what rank `from` sent. */
 void coll__agree_merge(agree_state_t *st, int self, int from,
                        const agree_state_t *in);

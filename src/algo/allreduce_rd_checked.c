@@ -18,6 +18,7 @@
 
 #include "algo/agree.h"
 #include "algo/algo_util.h"
+#include "core/le.h"
 
 #define MSG_CAP (COLL_AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX)
 
@@ -49,12 +50,18 @@ static coll_status_t swap(checked_t *C, int peer, int send, int recv,
     COLL_CHECK(coll__algo_isend(&C->run, &C->req[1], peer, C->cur,
                                 COLL_AGREE_BYTES + C->bytes));
   if (recv)
-    COLL_CHECK(coll__algo_wait_range(&C->run, &C->req[0], COLL_AGREE_BYTES,
+    COLL_CHECK(coll__algo_wait_range(&C->run, &C->req[0], COLL_AGREE_MIN_BYTES,
                                      MSG_CAP, &n));
   if (send) COLL_CHECK(coll__algo_wait(&C->run, &C->req[1], 0));
   if (!recv) return COLL_OK;
-  coll__agree_unpack(C->in, got);
-  if (n == COLL_AGREE_BYTES + C->bytes)
+  /* A peer of this path sends the full form, its result after it. */
+  if (coll__agree_unpack(C->in, n, got) == 0)
+    return coll__algo_fail(&C->run, COLL_ERR_PROTOCOL,
+                           "rank %d's agreement state: %zu bytes, short of "
+                           "its form",
+                           coll__ctx_rank(C->run.ctx, peer), n);
+  if (n == COLL_AGREE_BYTES + C->bytes &&
+      coll__get_le32(C->in + COLL_AGREE_DESC_BYTES) != COLL_AGREE_COMPACT)
     *fresh = 1;
   else if (memcmp(C->in, C->cur, COLL_AGREE_DESC_BYTES) == 0)
     C->odd = 1; /* same descriptor on the wire, another path */
