@@ -64,6 +64,34 @@ typedef struct algo_fold {
  * world of n (fold.c): the ranks from p first hand their buffer to rank - p,
  * which combines it with its own (its own value on the left), and take the
  * result back at the end. For recursive doubling and halving-doubling. */
+/* Halving-doubling's ranges (allreduce_rh.c). The deepest halving: p up to
+ * 2^30 ranks. */
+#define RH_LEVELS 31
+/* A halving round pairs rank with peer over the range [lo, hi) both hold:
+ * the lower keeps the first half [klo, khi) and sends [slo, shi). */
+typedef struct rh_split {
+  size_t klo, khi, slo, shi;
+} rh_split_t;
+static inline rh_split_t coll__rh_split(int rank, int peer, size_t lo,
+                                        size_t hi) {
+  size_t mid = lo + (hi - lo) / 2;
+  rh_split_t h;
+  h.klo = rank < peer ? lo : mid;
+  h.khi = rank < peer ? mid : hi;
+  h.slo = rank < peer ? mid : lo;
+  h.shi = rank < peer ? hi : mid;
+  return h;
+}
+/* The doubling round that undoes it: rank holds [lo, hi) of the round's
+ * range [rlo, rhi), reduced; the partner's part, *plo to *phi, is the rest
+ * (after this rank's if it is the lower, else before). */
+static inline void coll__rh_rejoin(int rank, int peer, size_t rlo, size_t rhi,
+                                   size_t lo, size_t hi, size_t *plo,
+                                   size_t *phi) {
+  *plo = rank < peer ? hi : rlo;
+  *phi = rank < peer ? rhi : lo;
+}
+
 coll_status_t coll__algo_fold(const algo_fold_t *f, int rank, int n,
                               coll_status_t (*rounds)(void *arg, int rank,
                                                       int p),

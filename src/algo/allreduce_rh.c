@@ -8,19 +8,18 @@
  * below n) fold their buffer into rank - p first and get the result back
  * at the end, as in recursive doubling.
  *
- * Halving: in the round with partner rank ^ m (m = p/2, p/4, ... 1) both
- * partners hold the same element range; the lower keeps its first half,
- * the higher its second, each sends the other half to the partner and
- * combines what it receives into the half it keeps. After the last round
- * each rank holds one p-th of the buffer reduced over all ranks, computed
- * there only, so the allgather that follows (the same rounds backwards,
- * exchanging the halves whole) gives every rank the same bits. */
+ * Halving: in the round with partner rank ^ m (m = 1, 2, 4, ... p/2: the
+ * descriptor agreement's partners in its order, so the checked form can
+ * carry the agreement, allreduce_rh_checked.c) both partners hold the same
+ * element range; the lower keeps its first half, the higher its second,
+ * each sends the other half to the partner and combines what it receives
+ * into the half it keeps. After the last round each rank holds one p-th of
+ * the buffer reduced over all ranks, computed there only, so the allgather
+ * that follows (the same rounds backwards, exchanging the halves whole)
+ * gives every rank the same bits. */
 #include <string.h>
 
 #include "algo/algo_util.h"
-
-/* The deepest halving: p up to 2^30 ranks. */
-#define RH_LEVELS 31
 
 typedef struct rh {
   algo_run_t run;
@@ -49,31 +48,27 @@ static coll_status_t rh_rounds(void *arg, int rank, int p) {
   rh_t *R = arg;
   size_t lo = 0, hi = R->count;
   int k = 0, m;
-  for (m = p / 2; m >= 1; m /= 2, k++) {
+  for (m = 1; m < p; m *= 2, k++) {
     int peer = rank ^ m;
-    size_t mid = lo + (hi - lo) / 2;
-    /* Keep [klo, khi), send the other half. */
-    size_t klo = rank < peer ? lo : mid, khi = rank < peer ? mid : hi;
-    size_t slo = rank < peer ? mid : lo, shi = rank < peer ? hi : mid;
+    rh_split_t h = coll__rh_split(rank, peer, lo, hi);
     R->lo[k] = lo;
     R->hi[k] = hi;
-    COLL_CHECK(rh_exchange(R, peer, R->buf + slo * R->esz, shi - slo, R->spare,
-                           khi - klo));
+    COLL_CHECK(rh_exchange(R, peer, R->buf + h.slo * R->esz, h.shi - h.slo,
+                           R->spare, h.khi - h.klo));
     /* Only this rank combines these elements (this rank's value on the
      * left), and the allgather hands every rank its bits. */
-    if (khi > klo) R->fn(R->buf + klo * R->esz, R->spare, khi - klo);
-    lo = klo;
-    hi = khi;
+    if (h.khi > h.klo) R->fn(R->buf + h.klo * R->esz, R->spare, h.khi - h.klo);
+    lo = h.klo;
+    hi = h.khi;
   }
-  for (m = 1; m < p; m *= 2) {
+  for (m = p / 2; m >= 1; m /= 2) {
     int peer = rank ^ m;
     /* Back to the range of the round that split with this partner: the
      * partner holds the rest of it, reduced (the half after this rank's
      * if this rank is the lower, else the half before). */
     size_t plo, phi;
     k--;
-    plo = rank < peer ? hi : R->lo[k];
-    phi = rank < peer ? R->hi[k] : lo;
+    coll__rh_rejoin(rank, peer, R->lo[k], R->hi[k], lo, hi, &plo, &phi);
     COLL_CHECK(rh_exchange(R, peer, R->buf + lo * R->esz, hi - lo,
                            R->buf + plo * R->esz, phi - plo));
     lo = R->lo[k];
