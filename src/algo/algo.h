@@ -130,6 +130,15 @@ coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
                                          const coll_desc_t *d, const void *src,
                                          void *dst, size_t count,
                                          coll_dtype_t dt, coll_op_t op);
+
+/* The halving-doubling allreduce with the agreement in its halving
+ * messages (allreduce_rh_checked.c): as coll__allreduce_rd_checked, for a
+ * world and size where coll__rh_checked_fits. */
+int coll__rh_checked_fits(int world, size_t count, size_t esz);
+coll_status_t coll__allreduce_rh_checked(const coll_algo_ctx_t *ctx,
+                                         const coll_desc_t *d, const void *src,
+                                         void *dst, size_t count,
+                                         coll_dtype_t dt, coll_op_t op);
 /* Allreduce through the transport's shared memory (coll__t_shared(t) must
  * not be NULL): every element combined in rank order 0..world-1. */
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,

@@ -83,9 +83,21 @@ static coll_status_t run_algo(coll_cpu_t *cpu, void *buf, size_t count,
   return coll__allreduce_rd(&ctx, buf, count, dt, op);
 }
 
-/* A small allreduce with the check on: the agreement rides in the recursive
- * doubling's own messages (allreduce_rd_checked.c), so it costs one
- * exchange per round instead of two. recv is written only on success. */
+/* 1 if an allreduce of `bytes` runs halving-doubling with the agreement in
+ * its halving messages: where it runs halving-doubling, in a
+ * power-of-two world, with halves that fit an agreement message. */
+static int use_rh_checked(const coll_cpu_t *cpu, size_t count,
+                          coll_dtype_t wdt) {
+  size_t esz = coll_dtype_size(wdt);
+  return use_rh(cpu, count * esz) &&
+         coll__rh_checked_fits(cpu->comm->world, count, esz);
+}
+
+/* An allreduce with the check on whose algorithm carries the agreement in
+ * its own messages: recursive doubling for small ones
+ * (allreduce_rd_checked.c), halving-doubling where it runs
+ * (allreduce_rh_checked.c), so the check costs no exchange of its own.
+ * recv is written only on success. */
 static coll_status_t checked(coll_cpu_t *cpu, const coll_work_t *w,
                              const coll_desc_t *d) {
   coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
@@ -100,21 +112,29 @@ static coll_status_t checked(coll_cpu_t *cpu, const coll_work_t *w,
     src = out;
   }
   coll__cpu_ctx(cpu, &ctx);
-  COLL_CHECK(coll__allreduce_rd_checked(&ctx, d, src, out, w->count, wdt, aop));
+  if (use_rh_checked(cpu, w->count, wdt))
+    COLL_CHECK(
+        coll__allreduce_rh_checked(&ctx, d, src, out, w->count, wdt, aop));
+  else
+    COLL_CHECK(
+        coll__allreduce_rd_checked(&ctx, d, src, out, w->count, wdt, aop));
   coll__cpu_finish(cpu, w->recv, out, w->count, w->dtype, w->op);
   return COLL_OK;
 }
 
-/* 1 if the allreduce w takes the checked small path. Not where the ranks
- * share memory: there every check is a round of notes (cpu_util.c), and
- * the shared-memory allreduce folds it in (use_shm_checked). */
+/* 1 if the allreduce w takes a checked path (checked()). Not where the
+ * ranks share memory: there every check is a round of notes
+ * (cpu_util.c), and the shared-memory allreduce folds it in
+ * (use_shm_checked). */
 static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
-  size_t bytes =
-      w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
-  return cpu->check_mismatch && cpu->comm->world > 1 && w->count > 0 &&
-         bytes <= COLL_AGREE_PAYLOAD_MAX && coll__t_shared(cpu->t) == NULL &&
-         !use_two_level(cpu, bytes) && !use_rh(cpu, bytes) &&
-         !use_ring(cpu, bytes);
+  coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
+  size_t bytes = w->count * coll_dtype_size(wdt);
+  if (!cpu->check_mismatch || cpu->comm->world < 2 || w->count == 0 ||
+      coll__t_shared(cpu->t) != NULL)
+    return 0;
+  if (use_rh_checked(cpu, w->count, wdt)) return 1;
+  return bytes <= COLL_AGREE_PAYLOAD_MAX && !use_two_level(cpu, bytes) &&
+         !use_rh(cpu, bytes) && !use_ring(cpu, bytes);
 }
 
 /* 1 if the allreduce w runs the shared-memory allreduce with the check in

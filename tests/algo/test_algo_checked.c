@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_algo_checked.c: the small allreduce with the descriptor agreement
- * folded into its messages (coll__allreduce_rd_checked). On 1..8 ranks
+/* test_algo_checked.c: the allreduces with the descriptor agreement folded
+ * into their messages: recursive doubling (coll__allreduce_rd_checked)
+ * and, on power-of-two worlds, halving-doubling
+ * (coll__allreduce_rh_checked). On 1..8 ranks
  * over every test transport, for each scenario of differing descriptors:
  * every rank returns what the standalone agreement (coll__agree) returns
  * in the same scenario, the same status and the same text, and leaves its
  * result buffer untouched on a mismatch; with matching descriptors the
  * result is the exact sum. Ranks whose descriptor differs run either path
  * (the standalone agreement stands for a rank whose size took the ring),
- * and the folded ranks still see the mismatch. A rank that ran the
+ * and the folded ranks still see the mismatch; under halving-doubling a
+ * rank whose size took recursive doubling too. A rank that ran the
  * standalone path with the same descriptor is a disagreement too. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,8 +32,8 @@
 enum { F_NONE, F_COUNT, F_OP, F_KIND, F_SAME };
 
 /* Rank `pos` differs in `field`; it runs the standalone agreement if
- * `standalone`. F_SAME: same descriptor, standalone path (a tuning
- * variable set differently). */
+ * `standalone` is 1, the other checked allreduce if 2. F_SAME: same
+ * descriptor, standalone path (a tuning variable set differently). */
 typedef struct scen {
   int field, pos, standalone;
 } scen_t;
@@ -42,10 +45,27 @@ typedef struct arg {
   const scen_t *sc;
   size_t nsc;
   int reference; /* 1: every rank runs coll__agree (the reference pass) */
+  int rh;        /* 1: halving-doubling where the world allows it */
   int *status;   /* [scenario * n + rank] */
   char (*text)[COLL_ERRMSG_MAX];
   int *bad; /* [scenario * n + rank]: the buffer is wrong */
 } arg_t;
+
+static int pow2(int n) { return (n & (n - 1)) == 0; }
+
+/* The checked allreduce of this pass, or (other) the other one. */
+static coll_status_t run_checked(const arg_t *a, int other,
+                                 const coll_algo_ctx_t *ctx,
+                                 const coll_desc_t *d, const float *src,
+                                 float *dst) {
+  int n = ctx->world, rh = a->rh && pow2(n);
+  if (other && pow2(n)) rh = !rh;
+  if (rh)
+    return coll__allreduce_rh_checked(ctx, d, src, dst, (size_t)d->count,
+                                      COLL_F32, (coll_op_t)d->op);
+  return coll__allreduce_rd_checked(ctx, d, src, dst, (size_t)d->count,
+                                    COLL_F32, (coll_op_t)d->op);
+}
 
 static void rank_main(int rank, int n, void *p) {
   arg_t *a = p;
@@ -65,7 +85,7 @@ static void rank_main(int rank, int n, void *p) {
                      .root = -1,
                      .count = COUNT};
     size_t k = i * (size_t)n + (size_t)rank;
-    int odd = rank == s->pos, standalone = odd && s->standalone;
+    int odd = rank == s->pos, standalone = odd && s->standalone == 1;
     coll_algo_ctx_t ctx;
     if (odd && s->field == F_COUNT) d.count = COUNT + 1;
     if (odd && s->field == F_OP) d.op = COLL_MAX;
@@ -78,8 +98,8 @@ static void rank_main(int rank, int n, void *p) {
     if (a->reference || standalone || (s->field == F_KIND && odd))
       a->status[k] = coll__agree(&ctx, &d);
     else
-      a->status[k] = coll__allreduce_rd_checked(
-          &ctx, &d, src, dst, (size_t)d.count, COLL_F32, (coll_op_t)d.op);
+      a->status[k] =
+          run_checked(a, odd && s->standalone == 2, &ctx, &d, src, dst);
     snprintf(a->text[k], COLL_ERRMSG_MAX, "%s", coll_last_error());
     a->bad[k] = 0;
     if (a->reference || standalone || (s->field == F_KIND && odd)) continue;
@@ -102,6 +122,7 @@ static size_t scenarios(scen_t *sc, int n) {
     for (pos = 0; pos < n; pos++) {
       sc[k++] = (scen_t){F_COUNT, pos, 0};
       sc[k++] = (scen_t){F_COUNT, pos, 1};
+      sc[k++] = (scen_t){F_COUNT, pos, 2};
       sc[k++] = (scen_t){F_OP, pos, 0};
       sc[k++] = (scen_t){F_KIND, pos, 1};
     }
@@ -117,15 +138,14 @@ static void run_pass(at_tp_t tp, int n, test_rank_fn fn, arg_t *a) {
   assert_int_equal(at_close(&w), 0);
 }
 
-static void test_checked(void **state) {
+static void check_all(int rh) {
   scen_t sc[MAX_SCEN];
   size_t failed = 0;
   int n, tp;
-  (void)state;
   for (tp = 0; tp < AT_NTP; tp++)
     for (n = 1; n <= AT_MAXW; n++) {
       size_t nsc = scenarios(sc, n), i, cells = nsc * (size_t)n;
-      arg_t ref = {NULL, sc, nsc, 1, NULL, NULL, NULL}, got = ref;
+      arg_t ref = {NULL, sc, nsc, 1, rh, NULL, NULL, NULL}, got = ref;
       int r;
       if (!at_world_wanted((at_tp_t)tp, n)) continue;
       got.reference = 0;
@@ -148,14 +168,17 @@ static void test_checked(void **state) {
             continue;
           if (failed++ < 8)
             fprintf(stderr,
-                    "FAIL %s world %d scenario %zu (field %d at rank %d%s) "
+                    "FAIL %s%s world %d scenario %zu (field %d at rank %d%s) "
                     "rank %d: %s: \"%s\"; standalone: %s: \"%s\"; buffer "
                     "%s\n",
-                    at_tp_name((at_tp_t)tp), n, i, sc[i].field, sc[i].pos,
-                    sc[i].standalone ? ", standalone" : "", r,
-                    coll_status_name((coll_status_t)got.status[k]), got.text[k],
-                    coll_status_name((coll_status_t)ref.status[k]), ref.text[k],
-                    got.bad[k] ? "wrong" : "right");
+                    rh ? "halving-doubling, " : "", at_tp_name((at_tp_t)tp), n,
+                    i, sc[i].field, sc[i].pos,
+                    sc[i].standalone == 1   ? ", standalone"
+                    : sc[i].standalone == 2 ? ", the other algorithm"
+                                            : "",
+                    r, coll_status_name((coll_status_t)got.status[k]),
+                    got.text[k], coll_status_name((coll_status_t)ref.status[k]),
+                    ref.text[k], got.bad[k] ? "wrong" : "right");
         }
       free(ref.status);
       free(ref.text);
@@ -165,6 +188,16 @@ static void test_checked(void **state) {
       free(got.bad);
     }
   assert_int_equal(failed, 0);
+}
+
+static void test_checked(void **state) {
+  (void)state;
+  check_all(0);
+}
+
+static void test_checked_halving_doubling(void **state) {
+  (void)state;
+  check_all(1);
 }
 
 /* Same descriptor everywhere, but one rank ran the standalone agreement:
@@ -186,8 +219,7 @@ static void same_rank(int rank, int n, void *p) {
   if (rank == 1)
     a->status[rank] = coll__agree(&ctx, &d);
   else
-    a->status[rank] = coll__allreduce_rd_checked(&ctx, &d, buf, buf, COUNT,
-                                                 COLL_F32, COLL_SUM);
+    a->status[rank] = run_checked(a, 0, &ctx, &d, buf, buf);
   snprintf(a->text[rank], COLL_ERRMSG_MAX, "%s", coll_last_error());
   a->bad[rank] = 0;
   for (j = 0; j < COUNT && rank == 0; j++)
@@ -195,27 +227,29 @@ static void same_rank(int rank, int n, void *p) {
 }
 
 static void test_same_descriptor_other_path(void **state) {
-  int tp, r;
+  int tp, r, rh;
   (void)state;
-  for (tp = 0; tp < AT_NTP; tp++) {
-    int status[2];
-    char text[2][COLL_ERRMSG_MAX];
-    int bad[2];
-    arg_t a = {NULL, NULL, 0, 0, status, text, bad};
-    run_pass((at_tp_t)tp, 2, same_rank, &a);
-    for (r = 0; r < 2; r++) {
-      if (status[r] != COLL_ERR_LENGTH_MISMATCH ||
-          strstr(text[r], "COLL_ALGO or COLL_RING_THRESHOLD") == NULL)
-        fail_msg("%s rank %d: %s: %s", at_tp_name((at_tp_t)tp), r,
-                 coll_status_name((coll_status_t)status[r]), text[r]);
-      if (bad[r]) fail_msg("rank %d: the buffer was written", r);
+  for (rh = 0; rh < 2; rh++)
+    for (tp = 0; tp < AT_NTP; tp++) {
+      int status[2];
+      char text[2][COLL_ERRMSG_MAX];
+      int bad[2];
+      arg_t a = {NULL, NULL, 0, 0, rh, status, text, bad};
+      run_pass((at_tp_t)tp, 2, same_rank, &a);
+      for (r = 0; r < 2; r++) {
+        if (status[r] != COLL_ERR_LENGTH_MISMATCH ||
+            strstr(text[r], "COLL_ALGO or COLL_RING_THRESHOLD") == NULL)
+          fail_msg("%s rank %d: %s: %s", at_tp_name((at_tp_t)tp), r,
+                   coll_status_name((coll_status_t)status[r]), text[r]);
+        if (bad[r]) fail_msg("rank %d: the buffer was written", r);
+      }
     }
-  }
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_checked),
+      cmocka_unit_test(test_checked_halving_doubling),
       cmocka_unit_test(test_same_descriptor_other_path),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

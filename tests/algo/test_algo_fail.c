@@ -4,7 +4,8 @@
  * their deadline. A rank that aborts its endpoint: the others return
  * promptly, never by timing out, and over the in-process transport with
  * COLL_ERR_ABORTED naming the aborted rank. Ranks that disagree on the count
- * without agreeing first: a length mismatch, and nobody hangs. In every case
+ * without agreeing first: a length mismatch, and nobody hangs; with the
+ * agreement folded into the allreduce, every rank reports it. In every case
  * each request an algorithm posted is waited for (the mailbox counts them). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,9 @@
 enum { MODE_MISSING, MODE_ABORT, MODE_MISMATCH };
 
 #define AGREE_KIND (-1)
+/* The allreduce with the agreement folded in: halving-doubling on a
+ * power-of-two world, recursive doubling on another. */
+#define CHECKED_KIND (-2)
 
 typedef struct fail_arg {
   at_world_t *w;
@@ -63,12 +67,19 @@ static void rank_main(int rank, int n, void *p) {
   }
   at_ctx(a->w, rank, 7, c.seg, a->timeout_ms, &ctx);
   t0 = test_now_ms();
-  if (a->kind == AGREE_KIND) {
+  if (a->kind == AGREE_KIND || a->kind == CHECKED_KIND) {
     coll_desc_t d = {.kind = COLL_WORK_ALLREDUCE,
                      .dtype = COLL_F32,
                      .op = COLL_SUM,
                      .count = c.count};
-    a->status[rank] = coll__agree(&ctx, &d);
+    if (a->kind == AGREE_KIND)
+      a->status[rank] = coll__agree(&ctx, &d);
+    else if (coll__rh_checked_fits(n, c.count, 4))
+      a->status[rank] = coll__allreduce_rh_checked(&ctx, &d, buf, buf, c.count,
+                                                   COLL_F32, COLL_SUM);
+    else
+      a->status[rank] = coll__allreduce_rd_checked(&ctx, &d, buf, buf, c.count,
+                                                   COLL_F32, COLL_SUM);
   } else {
     a->status[rank] = at_call(&c, &ctx, buf);
   }
@@ -83,14 +94,17 @@ static const struct {
   int kind;
   size_t count;
 } algos[] = {
-    {AT_AR_RING, 1000},  {AT_AR_RD, 1000}, {AT_AR_RH, 1000},   {AT_RS, 300},
-    {AT_AG, 300},        {AT_BCAST, 100},  {AT_BCAST, 100003}, {AT_REDUCE, 100},
-    {AT_REDUCE, 100003}, {AT_BARRIER, 0},  {AGREE_KIND, 10},
+    {AT_AR_RING, 1000}, {AT_AR_RD, 1000},     {AT_AR_RH, 1000},
+    {AT_RS, 300},       {AT_AG, 300},         {AT_BCAST, 100},
+    {AT_BCAST, 100003}, {AT_REDUCE, 100},     {AT_REDUCE, 100003},
+    {AT_BARRIER, 0},    {CHECKED_KIND, 1000}, {AGREE_KIND, 10},
 };
 #define NALGOS (sizeof algos / sizeof algos[0])
 
 static const char *algo_name(int kind) {
-  return kind == AGREE_KIND ? "agree" : at_kind_name((at_kind_t)kind);
+  if (kind == AGREE_KIND) return "agree";
+  if (kind == CHECKED_KIND) return "checked allreduce";
+  return at_kind_name((at_kind_t)kind);
 }
 
 /* Runs one failure and checks every rank's outcome against `allowed` (a
@@ -210,6 +224,9 @@ static void test_count_mismatch(void **state) {
                      COLL_ERR_LENGTH_MISMATCH);
       bad += run_one(MODE_MISMATCH, tp, n, 5, 1, 2000, allowed,
                      COLL_ERR_LENGTH_MISMATCH);
+      /* The agreement folded in: every rank knows, nobody waits. */
+      bad += run_one(MODE_MISMATCH, tp, n, 10, n / 2, 2000,
+                     BIT(COLL_ERR_LENGTH_MISMATCH), COLL_ERR_LENGTH_MISMATCH);
     }
   assert_int_equal(bad, 0);
 }
