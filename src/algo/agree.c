@@ -353,3 +353,15 @@ coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
                      "differently?)");
   return COLL_OK;
 }
+
+coll_status_t coll__agree_verdict(const agree_state_t *st, int odd, int self,
+                                  const coll_desc_t *mine, const char *what) {
+  if (st->flag) return coll__agree_mismatch(st, self, mine);
+  if (odd)
+    return coll__err(COLL_ERR_LENGTH_MISMATCH,
+                     "ranks disagree: a rank with the same arguments did not "
+                     "run %s with the check folded in (COLL_ALGO or "
+                     "COLL_RING_THRESHOLD set differently?)",
+                     what);
+  return COLL_OK;
+}

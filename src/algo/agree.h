@@ -66,6 +66,12 @@ void coll__agree_adopt(agree_state_t *st, const agree_state_t *in);
 /* COLL_ERR_LENGTH_MISMATCH with the text naming the disagreement. */
 coll_status_t coll__agree_mismatch(const agree_state_t *st, int self,
                                    const coll_desc_t *mine);
+/* The verdict of an algorithm that carried the agreement in its messages
+ * (`what`: "the small allreduce"): the mismatch st knows of, else, if a
+ * peer with this rank's descriptor took another path (`odd`: a tuning
+ * variable set differently), a mismatch saying so, else COLL_OK. */
+coll_status_t coll__agree_verdict(const agree_state_t *st, int odd, int self,
+                                  const coll_desc_t *mine, const char *what);
 
 /* The verdict from every rank's descriptor at once (all[p]: the one at
  * position p of ctx), for an algorithm where every rank sees them all

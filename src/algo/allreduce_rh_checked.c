@@ -186,13 +186,6 @@ coll_status_t coll__allreduce_rh_checked(const coll_algo_ctx_t *ctx,
     coll__algo_cancel(&C.run, C.req, 2);
     return coll__algo_done(&C.run);
   }
-  if (C.st.flag)
-    return coll__agree_mismatch(&C.st, coll__ctx_rank(ctx, ctx->rank), d);
-  if (C.odd)
-    return coll__err(COLL_ERR_LENGTH_MISMATCH,
-                     "ranks disagree: a rank with the same arguments did not "
-                     "run the halving-doubling allreduce with the check "
-                     "folded in (COLL_ALGO or COLL_RING_THRESHOLD set "
-                     "differently?)");
-  return COLL_OK;
+  return coll__agree_verdict(&C.st, C.odd, coll__ctx_rank(ctx, ctx->rank), d,
+                             "the halving-doubling allreduce");
 }
