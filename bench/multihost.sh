@@ -17,6 +17,10 @@
 #             runs libcoll with that variable; coll:COLL_ALGO=ring is the flat
 #             host-ordered ring, auto picks the two-level allreduce when every
 #             host holds several ranks
+# CC          TCP congestion control inside every host (default: what the
+#             machine has; e.g. cubic or bbr, from
+#             net.ipv4.tcp_available_congestion_control). It matters for
+#             long transfers over tbf: see the README's multi-host table.
 # REPS        runs of each variant (default 1; medians when more)
 # BENCH_SECONDS  timed loop per size (default 0.5)
 # BUILD       libcoll's build folder (default: build)
@@ -41,6 +45,7 @@ rate=${RATE_MBIT:-1000}
 order=${ORDER:-block}
 reps=${REPS:-1}
 variants=${VARIANTS:-coll coll:COLL_ALGO=ring mpi}
+cc=${CC:-}
 layouts=${*:-4x1 2x2}
 export BENCH_SECONDS=${BENCH_SECONDS:-0.5}
 
@@ -58,6 +63,12 @@ case $order in block | interleave) ;; *) die "ORDER='$order' is neither block no
 for l in $layouts; do
   case $l in [1-9]*x[1-9]*) ;; *) die "layout '$l' is not HOSTSxRANKS (4x1, 2x2)" ;; esac
 done
+if [ -n "$cc" ]; then
+  case " $(cat /proc/sys/net/ipv4/tcp_available_congestion_control) " in
+    *" $cc "*) ;;
+    *) die "CC='$cc' is not in net.ipv4.tcp_available_congestion_control ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" ;;
+  esac
+fi
 
 tag=cm$$
 hub=$tag-hub
@@ -111,6 +122,10 @@ hosts() { # n
       ip -n "$n" addr add "10.78.0.$((i + 1))/24" dev coll0 ||
       die "cannot set up host $i"
     shape "$n" coll0 && shape "$hub" "${tag}p$i" || die "tc tbf failed on host $i's link"
+    # A namespace starts with the machine's congestion control; CC sets
+    # this host's alone.
+    [ -z "$cc" ] || ip netns exec "$n" sysctl -qw net.ipv4.tcp_congestion_control="$cc" ||
+      die "cannot set the congestion control of host $i to $cc"
   done
 }
 
@@ -233,7 +248,7 @@ done
 med() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else printf "%.4g", (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 col() { cat "$out/$1.$(fname "$2")".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
 link=$(awk -v r="$rate" 'BEGIN {printf "%.4g", r / 8000}')
-echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  link: $rate Mbit/s = $link GB/s  order: $order  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS"
+echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  link: $rate Mbit/s = $link GB/s  order: $order  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS  congestion control: $(ip netns exec "$tag-0" cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?')"
 for l in $layouts; do
   echo
   echo "### $l: busbw GB/s (x link rate); 4 KiB: time us"
