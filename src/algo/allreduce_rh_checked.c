@@ -66,13 +66,13 @@ static coll_status_t halve(rhc_t *C, int rank, int peer, const char *from,
   unsigned char *msg;
   agree_state_t got;
   const coll_algo_ctx_t *ctx = C->run.ctx;
-  /* Pack where a compact state ends at OUT_DATA; a full one goes alone. */
-  slen = coll__agree_pack_compact(C->out + OUT_DATA - COLL_AGREE_MIN_BYTES,
-                                  &C->st);
-  if (slen == COLL_AGREE_MIN_BYTES && !C->odd) {
+  /* A compact state ends at OUT_DATA, where the half follows it; a full
+   * one (a disagreement known) or one after a peer on another path goes
+   * alone from the start of out, which holds either form. */
+  if (C->st.flag == 0 && C->st.ra < 0 && !C->odd) {
     msg = C->out + OUT_DATA - COLL_AGREE_MIN_BYTES;
+    slen = coll__agree_pack_compact(msg, &C->st) + sb;
     if (sb > 0) memcpy(C->out + OUT_DATA, from + h.slo * C->esz, sb);
-    slen += sb;
   } else {
     msg = C->out;
     slen = coll__agree_pack_compact(msg, &C->st);
