@@ -86,6 +86,9 @@
     "TCP: a peer silent this long while a call waits on it is unresponsive, " \
     "ms (default " COLL_ENV_XSTR_(COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS) "; 0: "  \
     "off)") \
+  X(TCP_CONGESTION, "COLL_TCP_CONGESTION",                                      \
+    "TCP: congestion control of the connections between ranks, e.g. cubic "     \
+    "(default: the host's, net.ipv4.tcp_congestion_control)")                   \
   X(ELASTIC, "COLL_ELASTIC",                                                    \
     "TCP: 1 keeps a control connection per peer so coll_comm_shrink works "     \
     "after a failure (0, the default: none)")

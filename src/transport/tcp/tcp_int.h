@@ -34,6 +34,10 @@
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/wire.h"
 
+/* Longest congestion control name and its NUL (the kernel's
+ * TCP_CA_NAME_MAX). */
+#define COLL_TCP_CC_NAME_MAX 16
+
 /* Knobs the public options do not carry; tests and benchmarks set them. */
 typedef struct coll_tcp_xopts {
   size_t frame_cap;      /* longest frame payload sent or accepted */
@@ -43,6 +47,9 @@ typedef struct coll_tcp_xopts {
   /* A peer silent this long while a request on its connection is pending
    * is unresponsive (0: no heartbeats; < 0: COLL_HEARTBEAT_TIMEOUT_MS). */
   int64_t hb_timeout_ms;
+  /* The congestion control of every connection to a peer ("": the host's
+   * default; COLL_TCP_CONGESTION fills it when empty). */
+  char congestion[COLL_TCP_CC_NAME_MAX];
 } coll_tcp_xopts_t;
 
 #define COLL_TCP_FRAME_CAP_DEFAULT ((size_t)1 << 30)

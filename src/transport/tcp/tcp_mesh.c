@@ -354,6 +354,25 @@ static void mesh_cleanup(tcp_mesh_t *m, int failed) {
   free(m->why);
 }
 
+/* Every connection to a peer runs x's congestion control, where it names
+ * one: set once the mesh stands, the same on the side that dialled and on
+ * the side that accepted. */
+static coll_status_t set_congestion(const coll_tcp_xopts_t *x, const int *fds,
+                                    int world) {
+  int i, rc;
+  if (x->congestion[0] == '\0') return COLL_OK;
+  for (i = 0; i < world; i++) {
+    if (fds[i] < 0) continue;
+    rc = coll__tcp_set_congestion(fds[i], x->congestion);
+    if (rc != 0)
+      return coll__err(COLL_ERR_SYSTEM,
+                       "tcp: congestion control '%s' on the connection to "
+                       "rank %d: %s",
+                       x->congestion, i, strerror(-rc));
+  }
+  return COLL_OK;
+}
+
 coll_status_t coll__tcp_mesh_connect(const coll_tcp_opts_t *o,
                                      const coll_tcp_rdv_t *rdv,
                                      const coll_tcp_xopts_t *x, int *fds) {
@@ -418,6 +437,7 @@ coll_status_t coll__tcp_mesh_connect_fd(const coll_tcp_opts_t *o,
   COLL_INFO(COLL_LOG_NET, "tcp: rank %d of %d listening on %s", o->rank, world,
             addr);
   s = mesh_run(&m, rdv);
+  if (s == COLL_OK) s = set_congestion(x, fds, world);
 out:
   if (lfd >= 0) close(lfd); /* given, and not taken over yet */
   mesh_cleanup(&m, s != COLL_OK);

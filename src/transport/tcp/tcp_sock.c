@@ -121,6 +121,13 @@ int coll__tcp_socket(int family, int sock_buf) {
   return fd;
 }
 
+int coll__tcp_set_congestion(int fd, const char *name) {
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name,
+                 (socklen_t)strlen(name)) != 0)
+    return -errno;
+  return 0;
+}
+
 coll_status_t coll__tcp_listen(const char *bind_ip, int backlog, int sock_buf,
                                int *fd_out, char *addr, size_t cap) {
   struct sockaddr_storage ss;

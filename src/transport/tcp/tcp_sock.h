@@ -27,6 +27,11 @@ void coll__tcp_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
  * the window scale covers it). Returns the fd or -errno. */
 int coll__tcp_socket(int family, int sock_buf);
 
+/* Sets fd's congestion control (TCP_CONGESTION) to name. 0, or -errno:
+ * ENOENT where the kernel has no such algorithm, EPERM where this process
+ * may not choose it (net.ipv4.tcp_allowed_congestion_control). */
+int coll__tcp_set_congestion(int fd, const char *name);
+
 /* Listens on bind_ip with an ephemeral port; *fd is nonblocking and addr
  * receives the text to publish. */
 coll_status_t coll__tcp_listen(const char *bind_ip, int backlog, int sock_buf,

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "transport/tcp/tcp_elastic.h"
 #include "transport/tcp/tcp_int.h"
+#include "transport/tcp/tcp_sock.h"
 #include "transport/transport.h"
 
 /* How long destroy tries to get its goodbyes to the peers, in total. */
@@ -53,6 +54,7 @@ void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->sock_buf = COLL_TCP_SOCK_BUF_DEFAULT;
   x->spin_ns = COLL_TCP_SPIN_NS_DEFAULT;
   x->hb_timeout_ms = -1;
+  x->congestion[0] = '\0';
 }
 
 /* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment;
@@ -68,6 +70,58 @@ static coll_status_t heartbeat_from_env(coll_tcp_xopts_t *x) {
                      COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS);
   x->hb_timeout_ms = v;
   return COLL_OK;
+}
+
+/* One line of a /proc/sys file into buf, its newline dropped ("?" where
+ * it cannot be read). */
+static void sysctl_line(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "re");
+  snprintf(buf, cap, "?");
+  if (f == NULL) return;
+  if (fgets(buf, (int)cap, f) == NULL) snprintf(buf, cap, "?");
+  buf[strcspn(buf, "\n")] = '\0';
+  fclose(f);
+}
+
+/* COLL_TCP_CONGESTION into x when x leaves it to the environment. The
+ * name is tried on a socket of its own, so that one the kernel refuses is
+ * an error here that says what this host offers, not a mesh that fails
+ * later. (Why a job would choose: on bench/multihost.sh's shaped links
+ * BBR, where it is the host's default, sends about 3 % of the bytes again;
+ * see README, "Measuring it".) */
+static coll_status_t congestion_from_env(coll_tcp_xopts_t *x) {
+  const char *v = coll__env(COLL_ENV_TCP_CONGESTION);
+  const char *why, *list;
+  char offered[256];
+  int fd, rc;
+  if (x->congestion[0] == '\0') {
+    if (v == NULL) return COLL_OK;
+    if (strlen(v) >= sizeof x->congestion)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "COLL_TCP_CONGESTION='%s' is longer than any "
+                       "congestion control's name (%d characters at most)",
+                       v, COLL_TCP_CC_NAME_MAX - 1);
+    memcpy(x->congestion, v, strlen(v) + 1);
+  }
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return coll__err(COLL_ERR_SYSTEM, "tcp: socket(): %s", strerror(errno));
+  rc = coll__tcp_set_congestion(fd, x->congestion);
+  close(fd);
+  if (rc == 0) return COLL_OK;
+  if (rc == -EPERM) {
+    why = "this process may not choose it";
+    list = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+  } else {
+    why = rc == -ENOENT ? "the kernel has no such algorithm" : strerror(-rc);
+    list = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+  }
+  sysctl_line(list, offered, sizeof offered);
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "tcp: congestion control '%s' (COLL_TCP_CONGESTION) "
+                   "refused: %s; this process may choose: %s",
+                   x->congestion, why, offered);
 }
 
 /* Ends the transport for a failure that started at o, or at the origin
@@ -261,6 +315,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   t->world = o->world;
   t->x = *x;
   COLL_CHECK_GOTO(heartbeat_from_env(&t->x), s, fail);
+  COLL_CHECK_GOTO(congestion_from_env(&t->x), s, fail);
   atomic_init(&t->drivers, 0);
   atomic_init(&t->pos, NULL);
   if (uv_mutex_init(&t->req_mu) != 0) {
@@ -275,7 +330,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   }
   COLL_CHECK_GOTO(conns_init(t), s, fail);
   if (o->world > 1) {
-    s = coll__tcp_mesh_connect_fd(&opts, rdv, x, lfd, fds);
+    s = coll__tcp_mesh_connect_fd(&opts, rdv, &t->x, lfd, fds);
     lfd = -1;
     if (s != COLL_OK) goto fail;
   }
@@ -284,7 +339,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   for (i = 0; i < o->world; i++) t->conns[i].fd = i == o->rank ? -1 : fds[i];
   if (elastic) {
     opts.job_id = o->job_id;
-    COLL_CHECK_GOTO(coll__tcp_elastic_setup(t, &opts, x), s, fail);
+    COLL_CHECK_GOTO(coll__tcp_elastic_setup(t, &opts, &t->x), s, fail);
   }
   COLL_CHECK_GOTO(coll__tcp_loop_start(t), s, fail);
   free(fds);
