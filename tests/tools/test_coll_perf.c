@@ -246,6 +246,28 @@ static void check_peer_table(const char *out, const char *prefix, int ranks,
   assert_int_equal(rows, nsizes);
 }
 
+/* Buffers at a page offset: every dtype right at the last one allowed,
+ * said in the header; the peers' loop too. */
+static void test_offset(void **state) {
+  static const size_t sizes[] = {4096, 65536};
+  char *out = NULL, *err = NULL;
+  (void)state;
+  expect_ok(
+      run_perf(2, 0, &out, &err, "--offset", "4080", "-d", "all", "-b", "1K",
+               "-e", "256K", "-f", "16", "-n", "2", "-c", "1", NULL),
+      out, err);
+  assert_non_null(strstr(out, "buffers start 4080 bytes into a page"));
+  assert_non_null(strstr(out, "# Wrong elements       : 0 OK"));
+  free(out);
+  free(err);
+  expect_ok(run_perf(2, 0, &out, &err, "--peer-protocol", "--offset", "48",
+                     "-e", "64K", NULL),
+            out, err);
+  check_peer_table(out, "", 2, sizes, 2);
+  free(out);
+  free(err);
+}
+
 static void test_peer_protocol(void **state) {
   static const size_t sizes[] = {4096, 65536};
   char *out = NULL, *err = NULL;
@@ -286,6 +308,8 @@ static void test_bad_arguments(void **state) {
   expect_usage("the root must be below", "--threads", "4", "-C", "broadcast",
                "-r", "4", NULL);
   expect_usage("unknown option", "--bogus", NULL);
+  expect_usage("a multiple of 16 in 0..4080", "--offset", "8", NULL);
+  expect_usage("a multiple of 16 in 0..4080", "--offset", "4096", NULL);
   expect_usage("unexpected argument", "extra", NULL);
 }
 
@@ -374,6 +398,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_env_list),
       cmocka_unit_test(test_peer_protocol),
+      cmocka_unit_test(test_offset),
   };
   const struct CMUnitTest tcp[] = {
       cmocka_unit_test(test_tcp_allreduce),

@@ -38,6 +38,9 @@ static const char usage_text[] =
     "                        1M 16M 64M (those within -b/-e if given), timed\n"
     "                        for BENCH_SECONDS (default 0.5) each, in their\n"
     "                        table; -n -w -d -o -c -C do not apply\n"
+    "      --offset B        every buffer starts B bytes into a page (a\n"
+    "                        multiple of 16 up to 4080; default: where\n"
+    "                        malloc puts it); copies' speed can hang on it\n"
     "  -h, --help            this text\n"
     "\n"
     "algbw = size / time (GB = 1e9 bytes); busbw = algbw * 2(n-1)/n for\n"
@@ -167,7 +170,7 @@ static const char *bad_option(char **argv, char *buf, size_t cap) {
   return argv[optind - 1];
 }
 
-enum { OPT_CSV = 256, OPT_JSON, OPT_THREADS, OPT_ENV, OPT_PEER };
+enum { OPT_CSV = 256, OPT_JSON, OPT_THREADS, OPT_ENV, OPT_PEER, OPT_OFFSET };
 
 static const struct option long_opts[] = {
     {"minbytes", required_argument, NULL, 'b'},
@@ -185,6 +188,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"env", no_argument, NULL, OPT_ENV},
     {"peer-protocol", no_argument, NULL, OPT_PEER},
+    {"offset", required_argument, NULL, OPT_OFFSET},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -236,6 +240,11 @@ static int parse_one(int c, const char *arg, perf_opts_t *o) {
     case OPT_JSON: o->format = PERF_JSON; return -1;
     case OPT_ENV: o->list_env = 1; return -1;
     case OPT_PEER: o->peer_protocol = 1; return -1;
+    case OPT_OFFSET:
+      if (parse_int(arg, 0, 4080, &o->offset) == 0 && o->offset % 16 == 0)
+        return -1;
+      return usage_error("--offset", arg,
+                         "a multiple of 16 in 0..4080 (malloc's alignment)");
     default: return PERF_EXIT_USAGE;
   }
 }

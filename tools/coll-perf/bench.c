@@ -14,6 +14,7 @@
 typedef struct perf_bufs {
   size_t count, block, send_n, recv_n;
   char *send, *recv;
+  void *send_raw, *recv_raw; /* what perf_buf_free takes */
 } perf_bufs_t;
 
 static size_t esize(const perf_rank_t *pr) {
@@ -220,11 +221,30 @@ static int run_size(const perf_rank_t *pr, const perf_bufs_t *b,
   return 0;
 }
 
+void *perf_buf_alloc(size_t bytes, int offset, int zero, void **raw) {
+  size_t page = 4096, total;
+  char *p;
+  if (offset < 0) {
+    *raw = zero ? calloc(1, bytes) : malloc(bytes);
+    return *raw;
+  }
+  /* aligned_alloc wants a multiple of the alignment. */
+  total = (bytes + (size_t)offset + page - 1) / page * page;
+  *raw = p = aligned_alloc(page, total);
+  if (p == NULL) return NULL;
+  if (zero) memset(p, 0, total);
+  return p + offset;
+}
+
+void perf_buf_free(void *raw) { free(raw); }
+
 static int alloc_bufs(const perf_rank_t *pr, perf_bufs_t *b) {
   size_t es = esize(pr);
   /* One spare element keeps malloc(0) out of the picture. */
-  b->send = malloc((b->send_n + 1) * es);
-  b->recv = malloc((b->recv_n + 1) * es);
+  b->send =
+      perf_buf_alloc((b->send_n + 1) * es, pr->o->offset, 0, &b->send_raw);
+  b->recv =
+      perf_buf_alloc((b->recv_n + 1) * es, pr->o->offset, 0, &b->recv_raw);
   if (b->send != NULL && b->recv != NULL) return 0;
   fprintf(stderr, "coll-perf: rank %d: out of memory for %zu elements\n",
           pr->rank, b->count);
@@ -243,8 +263,8 @@ static int bench_size(const perf_rank_t *pr, const perf_bufs_t *sizes,
     *wrong += (row.oop.valid && row.oop.wrong > 0 ? row.oop.wrong : 0) +
               (row.ip.wrong > 0 ? row.ip.wrong : 0);
   }
-  free(b.send);
-  free(b.recv);
+  perf_buf_free(b.send_raw);
+  perf_buf_free(b.recv_raw);
   return rc;
 }
 

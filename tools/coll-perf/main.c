@@ -156,7 +156,8 @@ int main(int argc, char **argv) {
                    .op = COLL_SUM,
                    .check = 1,
                    .coll = PERF_ALLREDUCE,
-                   .format = PERF_TEXT};
+                   .format = PERF_TEXT,
+                   .offset = -1};
   int rc = perf_parse_args(argc, argv, &o);
   if (rc >= 0) return rc;
   if (o.list_env) {

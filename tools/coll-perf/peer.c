@@ -59,7 +59,8 @@ static double target_seconds(void) {
 static int peer_size(const perf_rank_t *pr, size_t bytes, double *per_us,
                      int *bad) {
   size_t count = bytes / sizeof(float), i;
-  float *buf = calloc(count, sizeof *buf), sum;
+  void *raw;
+  float *buf = perf_buf_alloc(count * sizeof *buf, pr->o->offset, 1, &raw), sum;
   int warm = bytes <= (1u << 20) ? 20 : 2, k, rc = -1, n = pr->world;
   long iters, it, wrong = 0;
   double t0, est;
@@ -94,7 +95,7 @@ static int peer_size(const perf_rank_t *pr, size_t bytes, double *per_us,
   *bad = sum != 0;
   rc = 0;
 out:
-  free(buf);
+  perf_buf_free(raw);
   return rc;
 }
 

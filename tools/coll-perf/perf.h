@@ -38,7 +38,15 @@ typedef struct perf_opts {
   int list_env; /* --env: print the variables and exit */
   int peer_protocol; /* --peer-protocol: the peer drivers' loop (peer.c) */
   int sizes_given;   /* 1: -b was on the command line; 2: -e; 3: both */
+  int offset;        /* --offset: buffers start this far into a page; -1:
+                        where malloc puts them */
 } perf_opts_t;
+
+/* bench.c: a buffer of `bytes` (> 0) starting `offset` bytes into a page
+ * (offset < 0: malloc's, zeroed with zero). *raw is what perf_buf_free
+ * takes. NULL when out of memory. */
+void *perf_buf_alloc(size_t bytes, int offset, int zero, void **raw);
+void perf_buf_free(void *raw);
 
 /* One variant (out-of-place or in-place) of one size, over all ranks. */
 typedef struct perf_result {

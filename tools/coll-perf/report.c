@@ -44,8 +44,11 @@ static void text_begin(const perf_report_t *r, const char *mode,
          perf_coll_name(o->coll), r->world, mode, backend);
   printf(
       "#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d "
-      "iters: %d validation: %d\n#\n",
+      "iters: %d validation: %d\n",
       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->check);
+  if (o->offset >= 0)
+    printf("#  buffers start %d bytes into a page (--offset)\n", o->offset);
+  printf("#\n");
   print_variant_labels();
   printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop",
          "root");
