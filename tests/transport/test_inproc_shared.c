@@ -57,7 +57,7 @@ static void test_table(void **state) {
   assert_int_equal(coll_inproc_create(3, t), COLL_OK);
   sh = sh_of(t[0]);
   assert_int_equal(sh->slot_bytes % 64, 0);
-  assert_int_equal(sh->allreduce_below, 4u << 20);
+  assert_int_equal(sh->allreduce_below, 8u << 20);
   /* Three threads outnumber the cores of a 2-core host. */
   assert_int_equal(sh->others_below, 3 > coll__cores() ? 2u << 20 : 0);
   for (r = 0; r < 3; r++)
@@ -69,6 +69,9 @@ static void test_table(void **state) {
                        sh_of(t[1])->note(t[1]->ctx, r, b));
       /* Whole areas are usable: a write at both ends. */
       slot[0] = slot[sh->slot_bytes - 1] = (char)(r + b);
+      /* Half a page in, clear of where callers' buffers start. */
+      assert_int_equal((uintptr_t)slot % 4096, 2048);
+      assert_int_equal((uintptr_t)res % 4096, 2048);
       res[0] = res[sh->slot_bytes - 1] = (char)(r + b);
     }
   for (r = 0; r < 3; r++) {
@@ -91,7 +94,7 @@ static void test_crowded_world(void **state) {
   for (unsigned r = 0; r < cores; r++) coll_transport_destroy(t[r]);
   assert_int_equal(coll_inproc_create((int)cores + 1, t), COLL_OK);
   assert_int_equal(sh_of(t[0])->others_below, 2u << 20);
-  assert_int_equal(sh_of(t[0])->allreduce_below, 4u << 20);
+  assert_int_equal(sh_of(t[0])->allreduce_below, 8u << 20);
   for (unsigned r = 0; r <= cores; r++) coll_transport_destroy(t[r]);
   free(t);
 }
@@ -272,9 +275,9 @@ static void test_deadline_names_the_rank_behind(void **state) {
 /* ---- through a comm ---------------------------------------------------- */
 
 #define WORLD 3
-/* f32 elements on each side of allreduce_below (4 MiB). */
-static const size_t k_counts[] = {1, 1000, (1u << 20) - 1, 1u << 20,
-                                  (1u << 20) + 7};
+/* f32 elements on each side of allreduce_below (8 MiB). */
+static const size_t k_counts[] = {1, 1000, (2u << 20) - 1, 2u << 20,
+                                  (2u << 20) + 7};
 
 typedef struct comm_job {
   coll_transport_t *t[WORLD];
@@ -318,8 +321,8 @@ static void comm_rank(int rank, int world, void *arg) {
   }
 }
 
-/* Below 4 MiB the allreduce runs in rounds (several for more than a slot
- * per rank); from 4 MiB on, on messages, with the descriptor check as the
+/* Below 8 MiB the allreduce runs in rounds (several for more than a slot
+ * per rank); from 8 MiB on, on messages, with the descriptor check as the
  * one round. */
 static void test_comm_allreduce_picks_by_size(void **state) {
   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
@@ -335,14 +338,14 @@ static void test_comm_allreduce_picks_by_size(void **state) {
   TT_ASSERT_RANKS_OK(j.res, WORLD);
   for (int r = 0; r < WORLD; r++)
     for (size_t i = 0; i < n; i++) {
-      int big = k_counts[i] * sizeof(float) >= (4u << 20);
+      int big = k_counts[i] * sizeof(float) >= (8u << 20);
       if (big ? j.rounds[r][i] != 1 : j.rounds[r][i] < 1)
         fail_msg("rank %d, %zu elements: %llu rounds (%s)", r, k_counts[i],
                  (unsigned long long)j.rounds[r][i],
                  big ? "the check alone expected" : "rounds expected");
       if (i == 2 && j.rounds[r][i] < 4)
         fail_msg(
-            "rank %d: a 4 MiB - 4 B allreduce took %llu rounds; it "
+            "rank %d: an 8 MiB - 4 B allreduce took %llu rounds; it "
             "spans several slots",
             r, (unsigned long long)j.rounds[r][i]);
     }

@@ -21,6 +21,22 @@
 #include "transport/inproc/inproc.h"
 #include "transport/transport.h"
 
+/* Where each rank's slots and result areas start within a page. A copy
+ * between a caller's buffer and a slot runs at about two thirds of its
+ * speed where the slot starts some 32 to 64 bytes past the buffer, counted
+ * modulo 4 KiB (processes over the shm transport showed no such window).
+ * Buffers from malloc start 16 bytes into a page, page-aligned ones at 0,
+ * posix_memalign(64) ones (PyTorch's) at 64. With the slots at 64, as
+ * aligned_alloc(64) put them, malloc's buffers fell in the window; half a
+ * page in, none of the three does. coll-perf --threads 2 -b 1M -e 1M -c 0
+ * --offset B, in place, 3 runs interleaved, GB/s:
+ *
+ *   slots at   B=0       16        64        1984      4032
+ *   64         7.4-9.3   5.8-5.9   7.5-9.0   8.3-9.7   8.7-8.9
+ *   2048       8.4-9.2   8.0-8.7   8.9-9.1   8.3-9.4   7.5-9.2
+ */
+#define INPROC_COLL_PAGE_OFFSET 2048u
+
 /* The longest sleep between two looks at the flags: a safety net only. */
 #define INPROC_FLAG_SLEEP_NS 10000000u
 /* How long a waiter polls the flags before it sleeps, with more rank
@@ -32,12 +48,14 @@
 
 static void *coll_slot(void *ctx, int r, int b) {
   inproc_ep_t *ep = ctx;
-  return ep->w->eps[r].coll_mem + (size_t)b * INPROC_COLL_SLOT;
+  return ep->w->eps[r].coll_mem + INPROC_COLL_PAGE_OFFSET +
+         (size_t)b * INPROC_COLL_SLOT;
 }
 
 static void *coll_result(void *ctx, int r, int b) {
   inproc_ep_t *ep = ctx;
-  return ep->w->eps[r].coll_mem + (size_t)(2 + b) * INPROC_COLL_SLOT;
+  return ep->w->eps[r].coll_mem + INPROC_COLL_PAGE_OFFSET +
+         (size_t)(2 + b) * INPROC_COLL_SLOT;
 }
 
 static void *coll_note(void *ctx, int r, int b) {
@@ -183,7 +201,11 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  *
  * and at 4 KiB 4.5-4.9 us / 2.2-2.8 us (2 ranks), 77-82 / 16 us (4).
  * Messages between threads are one copy from buffer to buffer, where a
- * round copies in and out of the slots: from 4 MiB up the ring wins.
+ * round copies in and out of the slots: from 4 MiB up the ring won. With
+ * the slots half a page in (INPROC_COLL_PAGE_OFFSET) the rounds caught up
+ * at 4 MiB (--offset 16, COLL_ALGO=shm against ring, 3 runs interleaved:
+ * 7.6-8.4 against 5.5-7.6 GB/s; 8 MiB 7.2-8.1 against 7.5-10.6; 16 and 32
+ * MiB even), so the ring now takes over from 8 MiB.
  * Broadcast and allgather by messages took a quarter to a half of the
  * rounds' time with 2 ranks (4 KiB to 16 MiB), so they keep messages;
  * reduce-scatter came out mixed (rounds ahead to 1 MiB, even at 16 MiB)
@@ -202,7 +224,7 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
 /* A world's table starts as this one (inproc_shared_alloc). */
 static const coll_t_shared_t inproc_shared = {
     .slot_bytes = INPROC_COLL_SLOT,
-    .allreduce_below = 4u << 20,
+    .allreduce_below = 8u << 20,
     .others_below = 0,
     .slot = coll_slot,
     .result = coll_result,
@@ -216,7 +238,8 @@ int coll__inproc_shared_alloc(inproc_world_t *w) {
   int i;
   for (i = 0; i < w->size; i++) {
     /* Untouched until a collective uses it: malloc maps this size lazily. */
-    w->eps[i].coll_mem = aligned_alloc(64, 4 * (size_t)INPROC_COLL_SLOT);
+    w->eps[i].coll_mem =
+        aligned_alloc(4096, 4 * (size_t)INPROC_COLL_SLOT + 4096);
     if (w->eps[i].coll_mem == NULL) break;
   }
   if (i == w->size) {
