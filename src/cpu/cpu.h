@@ -82,11 +82,13 @@ void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx);
 coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d);
 /* Work dtype of (dt, op): I32 for 8-bit SUM/AVG, else dt. */
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op);
-/* 1 if broadcast, allgather and reduce-scatter go through the transport's
- * shared memory (algo/broadcast_shm.c and the like) rather than its messages:
- * where it maps shared memory and COLL_ALGO is shm, or auto and `bytes`
- * (the collective's largest buffer) is below the transport's others_below. */
+/* 1 if broadcast and allgather go through the transport's shared memory
+ * (algo/broadcast_shm.c and the like) rather than its messages: where it
+ * maps shared memory and COLL_ALGO is shm, or auto and `bytes` (the
+ * collective's largest buffer) is below the transport's others_below. */
 int coll__cpu_shm_colls(const coll_cpu_t *cpu, size_t bytes);
+/* The same for reduce-scatter, against reduce_scatter_below. */
+int coll__cpu_shm_reduce_scatter(const coll_cpu_t *cpu, size_t bytes);
 /* Turns a sum in the work dtype into the user's result: narrow, scale. */
 void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src, size_t count,
                       coll_dtype_t dt, coll_op_t op);

@@ -51,11 +51,21 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
  * The shared rounds lead at most sizes, and where they trail the runs
  * differed by more than the gap; measure again on a quiet machine before
  * adding a threshold. */
-int coll__cpu_shm_colls(const coll_cpu_t *cpu, size_t bytes) {
-  const coll_t_shared_t *sh = coll__t_shared(cpu->t);
+static int shm_below(const coll_cpu_t *cpu, const coll_t_shared_t *sh,
+                     size_t bytes, size_t below) {
   return sh != NULL && cpu->comm->world > 1 &&
          (cpu->algo == CPU_ALGO_SHM ||
-          (cpu->algo == CPU_ALGO_AUTO && bytes < sh->others_below));
+          (cpu->algo == CPU_ALGO_AUTO && bytes < below));
+}
+
+int coll__cpu_shm_colls(const coll_cpu_t *cpu, size_t bytes) {
+  const coll_t_shared_t *sh = coll__t_shared(cpu->t);
+  return shm_below(cpu, sh, bytes, sh != NULL ? sh->others_below : 0);
+}
+
+int coll__cpu_shm_reduce_scatter(const coll_cpu_t *cpu, size_t bytes) {
+  const coll_t_shared_t *sh = coll__t_shared(cpu->t);
+  return shm_below(cpu, sh, bytes, sh != NULL ? sh->reduce_scatter_below : 0);
 }
 
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {

@@ -52,7 +52,8 @@ static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_algo_ctx_t ctx;
   char *work;
   if (w->count == 0) return COLL_OK;
-  if (coll__cpu_shm_colls(cpu, total * wes)) return reduce_scatter_shm(cpu, w);
+  if (coll__cpu_shm_reduce_scatter(cpu, total * wes))
+    return reduce_scatter_shm(cpu, w);
   /* The ring leaves partial sums in every other block: run on a copy so the
    * caller's send buffer is untouched. */
   work = coll__scratch_get(&cpu->work, total * wes);

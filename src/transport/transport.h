@@ -99,12 +99,13 @@ typedef struct coll_t_shared {
   /* Where the transport's messages are as cheap as these rounds for large
    * buffers (threads: one copy from buffer to buffer), COLL_ALGO=auto
    * keeps them: allreduces of at least allreduce_below bytes take the
-   * ring (0: none do), and broadcast, allgather and reduce-scatter run in
-   * rounds only below others_below bytes (their largest buffer; 0: never,
-   * SIZE_MAX: always). The descriptor check is a round whenever the
-   * transport has shared memory. */
+   * ring (0: none do), broadcast and allgather run in rounds only below
+   * others_below bytes (their largest buffer; 0: never, SIZE_MAX: always),
+   * reduce-scatter below reduce_scatter_below. The descriptor check is a
+   * round whenever the transport has shared memory. */
   size_t allreduce_below;
   size_t others_below;
+  size_t reduce_scatter_below;
   /* Rank r's slot / result area of buffer b (0 or 1). */
   void *(*slot)(void *ctx, int r, int b);
   void *(*result)(void *ctx, int r, int b);

@@ -60,6 +60,7 @@ static void test_table(void **state) {
   assert_int_equal(sh->allreduce_below, 8u << 20);
   /* Three threads outnumber the cores of a 2-core host. */
   assert_int_equal(sh->others_below, 3 > coll__cores() ? 2u << 20 : 0);
+  assert_int_equal(sh->reduce_scatter_below, SIZE_MAX);
   for (r = 0; r < 3; r++)
     for (b = 0; b < 2; b++) {
       char *slot = sh->slot(t[0]->ctx, r, b);
@@ -443,6 +444,85 @@ static void test_comm_forced_rounds(void **state) {
   for (int r = 0; r < WORLD; r++) coll_comm_destroy(j.c[r]);
 }
 
+/* Under auto, reduce-scatter takes the rounds at any size, broadcast
+ * keeps messages above others_below: 4 MiB of each between 2 threads. */
+#define AUTO_COUNT ((size_t)1 << 20)
+
+typedef struct auto_job {
+  coll_transport_t *t[2];
+  coll_comm_t *c[2];
+  uint64_t rs_rounds[2], bcast_rounds[2];
+  tt_result_t res[2];
+} auto_job_t;
+
+static void auto_rank(int rank, int world, void *arg) {
+  auto_job_t *j = arg;
+  inproc_ep_t *ep = j->t[rank]->ctx;
+  size_t n = AUTO_COUNT / (size_t)world, e;
+  float *all = malloc(AUTO_COUNT * sizeof *all), *mine = malloc(n * 4);
+  uint64_t before;
+  if (all == NULL || mine == NULL) {
+    tt_fail(&j->res[rank], "out of memory");
+    goto done;
+  }
+  for (e = 0; e < AUTO_COUNT; e++) all[e] = val(rank, e);
+  before = ep->coll_round;
+  if (coll_reduce_scatter(j->c[rank], all, mine, n, COLL_F32, COLL_SUM, NULL) !=
+      COLL_OK) {
+    tt_fail(&j->res[rank], "reduce-scatter: %s", coll_last_error());
+    goto done;
+  }
+  j->rs_rounds[rank] = ep->coll_round - before;
+  for (e = 0; e < n; e++) {
+    float want = 0;
+    for (int r = 0; r < world; r++) want += val(r, (size_t)rank * n + e);
+    if (mine[e] != want) {
+      tt_fail(&j->res[rank], "reduce-scatter: element %zu is %g, not %g", e,
+              (double)mine[e], (double)want);
+      goto done;
+    }
+  }
+  for (e = 0; e < AUTO_COUNT; e++) all[e] = rank == 0 ? val(0, e) : -1.0f;
+  before = ep->coll_round;
+  if (coll_broadcast(j->c[rank], all, AUTO_COUNT, COLL_F32, 0, NULL) !=
+      COLL_OK) {
+    tt_fail(&j->res[rank], "broadcast: %s", coll_last_error());
+    goto done;
+  }
+  j->bcast_rounds[rank] = ep->coll_round - before;
+  for (e = 0; e < AUTO_COUNT; e++)
+    if (all[e] != val(0, e)) {
+      tt_fail(&j->res[rank], "broadcast: element %zu is %g", e, (double)all[e]);
+      goto done;
+    }
+done:
+  free(all);
+  free(mine);
+}
+
+static void test_comm_auto_reduce_scatter_rounds(void **state) {
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  auto_job_t j;
+  (void)state;
+  memset(&j, 0, sizeof j);
+  cfg.timeout_ms = TT_WAIT_MS;
+  assert_int_equal(coll_inproc_create(2, j.t), COLL_OK);
+  for (int r = 0; r < 2; r++)
+    assert_int_equal(coll_comm_create(j.t[r], &cfg, &j.c[r]), COLL_OK);
+  test_run_ranks(2, auto_rank, &j, TT_RUN_MS, "auto");
+  TT_ASSERT_RANKS_OK(j.res, 2);
+  for (int r = 0; r < 2; r++) {
+    /* 4 MiB over 256 KiB slots: many rounds; messages: the check alone. */
+    if (j.rs_rounds[r] < 8)
+      fail_msg("rank %d: reduce-scatter took %llu rounds", r,
+               (unsigned long long)j.rs_rounds[r]);
+    if (j.bcast_rounds[r] != 1)
+      fail_msg("rank %d: broadcast took %llu rounds, not the check's one", r,
+               (unsigned long long)j.bcast_rounds[r]);
+    coll_comm_destroy(j.c[r]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table),
@@ -454,6 +534,7 @@ int main(void) {
       cmocka_unit_test(test_deadline_names_the_rank_behind),
       cmocka_unit_test(test_comm_allreduce_picks_by_size),
       cmocka_unit_test(test_comm_forced_rounds),
+      cmocka_unit_test(test_comm_auto_reduce_scatter_rounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -209,8 +209,15 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  * Broadcast and allgather by messages took a quarter to a half of the
  * rounds' time with 2 ranks (4 KiB to 16 MiB), so they keep messages;
  * reduce-scatter came out mixed (rounds ahead to 1 MiB, even at 16 MiB)
- * and keeps them too. With more ranks than cores rounds led all three
- * up to 1 MiB (4 ranks on 2 cores, time in us, messages / rounds):
+ * and kept them too, until the slots moved half a page in: since then
+ * the rounds take half the messages' time from 256 KiB up (2 ranks,
+ * in place, 3 runs interleaved, us: 256K 18-22 / 48-127, 1M 68-82 /
+ * 175-185, 4M 285-301 / 630-663, 16M 1574-1593 / 2926-3216; 4 KiB to 64
+ * KiB even or ahead) and 0.5x-0.65x it with 4 ranks on 2 cores (4M
+ * 1098-1164 / 1920-2442, 16M 4718-4866 / 7051-7798), so reduce-scatter
+ * always takes the rounds. With more ranks than cores rounds led all
+ * three up to 1 MiB (4 ranks on 2 cores, time in us, messages / rounds,
+ * before the move):
  *
  *            4K            64K           1M           16M
  *   bcast    113-116/20-27 130-173/35-52 216-244/202-269  ~3500/~3700
@@ -218,7 +225,7 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  *   red-sc.  118-147/34-38 151-154/48-50 443-458/301-349  ~6000/5080-6360
  *
  * There the message waits sleep at once (INPROC_SPIN_NS), so a crowded
- * world takes rounds for them below 2 MiB. */
+ * world takes rounds for broadcast and allgather below 2 MiB. */
 #define INPROC_CROWDED_OTHERS_BELOW (2u << 20)
 
 /* A world's table starts as this one (inproc_shared_alloc). */
@@ -226,6 +233,7 @@ static const coll_t_shared_t inproc_shared = {
     .slot_bytes = INPROC_COLL_SLOT,
     .allreduce_below = 8u << 20,
     .others_below = 0,
+    .reduce_scatter_below = SIZE_MAX,
     .slot = coll_slot,
     .result = coll_result,
     .next_round = next_round,

@@ -247,6 +247,7 @@ const coll_t_shared_t coll__shm_shared = {
     .slot_bytes = SHM_COLL_SLOT,
     .allreduce_below = 0,
     .others_below = SIZE_MAX,
+    .reduce_scatter_below = SIZE_MAX,
     .slot = coll_slot,
     .result = coll_result,
     .next_round = next_round,
