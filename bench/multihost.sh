@@ -21,6 +21,8 @@
 #             machine has; e.g. cubic or bbr, from
 #             net.ipv4.tcp_available_congestion_control). It matters for
 #             long transfers over tbf: see the README's multi-host table.
+#             For libcoll's connections alone, the variant
+#             coll:COLL_TCP_CONGESTION=cubic chooses without it.
 # REPS        runs of each variant (default 1; medians when more)
 # BENCH_SECONDS  timed loop per size (default 0.5)
 # BUILD       libcoll's build folder (default: build)
