@@ -322,19 +322,24 @@ static void comm_rank(int rank, int world, void *arg) {
   }
 }
 
+/* n rank threads' transports and comms, every wait bounded. */
+static void make_comms(int n, coll_transport_t **t, coll_comm_t **c) {
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  cfg.timeout_ms = TT_WAIT_MS;
+  assert_int_equal(coll_inproc_create(n, t), COLL_OK);
+  for (int r = 0; r < n; r++)
+    assert_int_equal(coll_comm_create(t[r], &cfg, &c[r]), COLL_OK);
+}
+
 /* Below 8 MiB the allreduce runs in rounds (several for more than a slot
  * per rank); from 8 MiB on, on messages, with the descriptor check as the
  * one round. */
 static void test_comm_allreduce_picks_by_size(void **state) {
-  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
   comm_job_t j;
   size_t n = sizeof k_counts / sizeof k_counts[0];
   (void)state;
   memset(&j, 0, sizeof j);
-  cfg.timeout_ms = TT_WAIT_MS;
-  assert_int_equal(coll_inproc_create(WORLD, j.t), COLL_OK);
-  for (int r = 0; r < WORLD; r++)
-    assert_int_equal(coll_comm_create(j.t[r], &cfg, &j.c[r]), COLL_OK);
+  make_comms(WORLD, j.t, j.c);
   test_run_ranks(WORLD, comm_rank, &j, TT_RUN_MS, "allreduce");
   TT_ASSERT_RANKS_OK(j.res, WORLD);
   for (int r = 0; r < WORLD; r++)
@@ -366,6 +371,22 @@ typedef struct forced_job {
 
 static float val(int rank, size_t e) {
   return (float)((e * 5 + (size_t)rank) % 11);
+}
+
+/* Whether mine, this rank's block of a reduce-scatter (SUM) of every
+ * rank's val(r, 0..world*n), is wrong; tells res which element. */
+static int rs_wrong(tt_result_t *res, int rank, int world, const float *mine,
+                    size_t n) {
+  for (size_t e = 0; e < n; e++) {
+    float want = 0;
+    for (int r = 0; r < world; r++) want += val(r, (size_t)rank * n + e);
+    if (mine[e] != want) {
+      tt_fail(res, "reduce-scatter: element %zu is %g, not %g", e,
+              (double)mine[e], (double)want);
+      return 1;
+    }
+  }
+  return 0;
 }
 
 static void forced_rank(int rank, int world, void *arg) {
@@ -408,15 +429,7 @@ static void forced_rank(int rank, int world, void *arg) {
     tt_fail(&j->res[rank], "reduce-scatter: %s", coll_last_error());
     goto done;
   }
-  for (e = 0; e < n; e++) {
-    float want = 0;
-    for (int r = 0; r < world; r++) want += val(r, (size_t)rank * n + e);
-    if (mine[e] != want) {
-      tt_fail(&j->res[rank], "reduce-scatter: element %zu is %g, not %g", e,
-              (double)mine[e], (double)want);
-      goto done;
-    }
-  }
+  if (rs_wrong(&j->res[rank], rank, world, mine, n)) goto done;
   /* Each of the three spans several slots; on messages only the three
    * checks would count. */
   if (ep->coll_round - before < 9)
@@ -429,15 +442,11 @@ done:
 }
 
 static void test_comm_forced_rounds(void **state) {
-  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
   forced_job_t j;
   (void)state;
   memset(&j, 0, sizeof j);
-  cfg.timeout_ms = TT_WAIT_MS;
   setenv("COLL_ALGO", "shm", 1);
-  assert_int_equal(coll_inproc_create(WORLD, j.t), COLL_OK);
-  for (int r = 0; r < WORLD; r++)
-    assert_int_equal(coll_comm_create(j.t[r], &cfg, &j.c[r]), COLL_OK);
+  make_comms(WORLD, j.t, j.c);
   unsetenv("COLL_ALGO");
   test_run_ranks(WORLD, forced_rank, &j, TT_RUN_MS, "forced");
   TT_ASSERT_RANKS_OK(j.res, WORLD);
@@ -473,15 +482,7 @@ static void auto_rank(int rank, int world, void *arg) {
     goto done;
   }
   j->rs_rounds[rank] = ep->coll_round - before;
-  for (e = 0; e < n; e++) {
-    float want = 0;
-    for (int r = 0; r < world; r++) want += val(r, (size_t)rank * n + e);
-    if (mine[e] != want) {
-      tt_fail(&j->res[rank], "reduce-scatter: element %zu is %g, not %g", e,
-              (double)mine[e], (double)want);
-      goto done;
-    }
-  }
+  if (rs_wrong(&j->res[rank], rank, world, mine, n)) goto done;
   for (e = 0; e < AUTO_COUNT; e++) all[e] = rank == 0 ? val(0, e) : -1.0f;
   before = ep->coll_round;
   if (coll_broadcast(j->c[rank], all, AUTO_COUNT, COLL_F32, 0, NULL) !=
@@ -501,14 +502,10 @@ done:
 }
 
 static void test_comm_auto_reduce_scatter_rounds(void **state) {
-  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
   auto_job_t j;
   (void)state;
   memset(&j, 0, sizeof j);
-  cfg.timeout_ms = TT_WAIT_MS;
-  assert_int_equal(coll_inproc_create(2, j.t), COLL_OK);
-  for (int r = 0; r < 2; r++)
-    assert_int_equal(coll_comm_create(j.t[r], &cfg, &j.c[r]), COLL_OK);
+  make_comms(2, j.t, j.c);
   test_run_ranks(2, auto_rank, &j, TT_RUN_MS, "auto");
   TT_ASSERT_RANKS_OK(j.res, 2);
   for (int r = 0; r < 2; r++) {
