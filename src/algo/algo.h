@@ -155,6 +155,9 @@ coll_status_t coll__allreduce_shm_checked(const coll_algo_ctx_t *ctx,
  * with no data, that meets the first round of coll__allreduce_shm_checked
  * on ranks that run it. Statuses as coll__agree. */
 coll_status_t coll__agree_shm(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
+/* Tests: called by the direct shared-memory allreduce on every rank each
+ * time it starts reading its peers' buffers (NULL: not called). */
+extern void (*coll__shm_direct_read_hook)(int rank);
 /* The other collectives designed for shared memory (shm_round.h), with
  * the same requirement. */
 /* Reduce-scatter through shared memory: src holds world blocks of count

@@ -35,6 +35,20 @@
  * with no data (coll__agree_shm), so ranks that disagree on which
  * collective they run still meet in the same round.
  *
+ * "direct" (threads of one process, from the transport's direct_from):
+ * one round for the whole buffer and no slots. Every rank publishes where
+ * its input and output are in its note and posts IN; rank k reduces slice
+ * k straight from every rank's input, in rank order, into its own output
+ * and posts RED; then every rank copies every other slice from its
+ * owner's output, posts OUT, and returns only once every rank posted OUT:
+ * until then a peer may still read its buffers. The slots' copy-in and
+ * copy-out are gone. In place, rank k reduces its slice in chunks of
+ * scratch, since its own input is one of the operands. A rank reads its
+ * peers' buffers only between the transport's read_begin and read_end,
+ * and an endpoint that closes (an abort, a failure) returns only once no
+ * peer is between the two: no buffer is read after its owner's call
+ * returned.
+ *
  * On a failure (a rank lost or unresponsive, an abort, the deadline) it
  * fails the transport, so peers waiting on this rank's flags learn of it
  * at once. */
@@ -65,9 +79,18 @@ typedef struct shm_ar {
 } shm_ar_t;
 
 /* A note: the descriptor's wire form, then whether the round carries the
- * allreduce's data (1) or only the check (0). */
+ * allreduce's data through the slots (1), straight from the callers'
+ * buffers (NOTE_DIRECT), or only the check (0); in the direct mode the
+ * input's and the output's addresses follow at NOTE_PTRS. */
 #define NOTE_DATA COLL_AGREE_DESC_BYTES
 #define NOTE_BYTES (COLL_AGREE_DESC_BYTES + 1)
+#define NOTE_DIRECT 2
+#define NOTE_PTRS 48
+_Static_assert(NOTE_PTRS >= NOTE_BYTES &&
+                   NOTE_PTRS + 2 * sizeof(void *) <= COLL_T_NOTE_BYTES,
+               "the direct mode's addresses fit the note after the check");
+/* The direct mode's in-place reduction goes through scratch this large. */
+#define DIRECT_CHUNK (64u * 1024u)
 
 /* Reduces n elements at offset `off` (bytes) of every rank's slot b into
  * dst, in rank order. */
@@ -97,6 +120,15 @@ static void note_write(shm_ar_t *A, int b, int data) {
   unsigned char *note = A->sh->note(A->tctx, A->rank, b);
   coll__desc_pack(note, A->check);
   note[NOTE_DATA] = (unsigned char)data;
+}
+
+/* Rank r's input (k 0) or output (k 1) in the direct mode, from its note
+ * of buffer b. */
+static char *note_ptr(const shm_ar_t *A, int r, int b, int k) {
+  const unsigned char *note = A->sh->note(A->tctx, r, b);
+  char *p;
+  memcpy(&p, note + NOTE_PTRS + (size_t)k * sizeof p, sizeof p);
+  return p;
 }
 
 /* After every rank's IN: COLL_OK if every rank's note of buffer b says what
@@ -180,6 +212,83 @@ static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
   return COLL_OK;
 }
 
+void (*coll__shm_direct_read_hook)(int rank) = NULL;
+
+/* Reads from the peers' buffers: between the transport's read_begin and
+ * read_end (transport.h), which keep a closing peer from returning while
+ * this rank still reads its memory. On failure nothing was read. */
+static coll_status_t reading(shm_ar_t *A, const char *what) {
+  coll_status_t s = A->sh->read_begin(A->tctx);
+  if (s != COLL_OK) return coll__algo_fail(&A->S.run, s, "%s", what);
+  if (coll__shm_direct_read_hook != NULL) coll__shm_direct_read_hook(A->rank);
+  return COLL_OK;
+}
+
+/* Slice [lo, lo + cnt) of every rank's input, reduced in rank order into
+ * this rank's output: in place through `tmp` in chunks of DIRECT_CHUNK
+ * bytes (this rank's input is an operand), else straight into the
+ * output. */
+static void direct_reduce(shm_ar_t *A, int b, char *dst, char *tmp, size_t lo,
+                          size_t cnt) {
+  size_t chunk = DIRECT_CHUNK / A->es, done;
+  for (done = 0; done < cnt; done += chunk) {
+    size_t n = cnt - done < chunk ? cnt - done : chunk;
+    size_t off = (lo + done) * A->es;
+    char *to = tmp != NULL ? tmp : dst + off;
+    memcpy(to, note_ptr(A, 0, b, 0) + off, n * A->es);
+    for (int r = 1; r < A->world; r++) A->fn(to, note_ptr(A, r, b, 0) + off, n);
+    if (tmp != NULL) memcpy(dst + off, tmp, n * A->es);
+  }
+}
+
+/* The whole call in the direct mode, src to dst (see the top). */
+static coll_status_t direct_run(shm_ar_t *A, const char *src, char *dst,
+                                size_t count) {
+  unsigned char *note;
+  char *tmp = NULL;
+  size_t lo, cnt;
+  int b;
+  if (src == dst) {
+    tmp = coll__scratch_get(A->S.run.ctx->scratch, DIRECT_CHUNK);
+    if (tmp == NULL)
+      return coll__algo_fail(&A->S.run, COLL_ERR_NO_MEMORY, "reduce chunk");
+  }
+  COLL_CHECK(coll__shm_round_next(&A->S));
+  b = A->S.b;
+  note = A->sh->note(A->tctx, A->rank, b);
+  if (A->check != NULL) note_write(A, b, NOTE_DIRECT);
+  memcpy(note + NOTE_PTRS, &src, sizeof src);
+  memcpy(note + NOTE_PTRS + sizeof src, &dst, sizeof dst);
+  coll__shm_round_post(&A->S, COLL_T_FLAG_IN);
+  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_IN, "addresses"));
+  if (A->check != NULL) {
+    coll_status_t s = note_check(A, b);
+    A->check = NULL;
+    if (s != COLL_OK) {
+      coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
+      return s;
+    }
+  }
+  slice_of(A, count, A->rank, &lo, &cnt);
+  COLL_CHECK(reading(A, "reducing from the peers' inputs"));
+  if (cnt > 0) direct_reduce(A, b, dst, tmp, lo, cnt);
+  A->sh->read_end(A->tctx);
+  coll__shm_round_post(&A->S, COLL_T_FLAG_RED);
+  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_RED, "slices"));
+  COLL_CHECK(reading(A, "copying the peers' slices"));
+  for (int r = 0; r < A->world; r++) {
+    if (r == A->rank) continue;
+    slice_of(A, count, r, &lo, &cnt);
+    if (cnt > 0)
+      memcpy(dst + lo * A->es, note_ptr(A, r, b, 1) + lo * A->es, cnt * A->es);
+  }
+  A->sh->read_end(A->tctx);
+  coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
+  /* Peers may still be copying this rank's slice out of its output. */
+  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_OUT, "readers"));
+  return coll__algo_done(&A->S.run);
+}
+
 /* Fills A for a call on ctx; COLL_OK, or why the call cannot run. */
 static coll_status_t setup(shm_ar_t *A, const coll_algo_ctx_t *ctx,
                            const char *what, coll_dtype_t dt, coll_op_t op) {
@@ -202,6 +311,9 @@ static coll_status_t run_rounds(shm_ar_t *A, const char *src, char *dst,
   /* Every round of this call runs in one mode, chosen from the whole
    * size: the same on every rank. */
   int whole = count * A->es <= SHM_WHOLE_MAX;
+  if (A->sh->direct_from > 0 && A->sh->read_begin != NULL &&
+      count * A->es >= A->sh->direct_from)
+    return direct_run(A, src, dst, count);
   do {
     size_t n = count - done < per_round ? count - done : per_round;
     COLL_CHECK(round_run(A, n > 0 ? src + done * A->es : NULL,

@@ -106,6 +106,16 @@ typedef struct coll_t_shared {
   size_t allreduce_below;
   size_t others_below;
   size_t reduce_scatter_below;
+  /* Where every rank's own memory is addressable by the others (threads
+   * of one process): allreduces of at least this many bytes read the
+   * callers' buffers directly instead of moving through the slots (0:
+   * never). A rank reads its peers' buffers only between read_begin, which
+   * fails (with a text) where any rank of the world has closed, and
+   * read_end; a closing endpoint returns only once no peer is between the
+   * two, so no buffer is read after its owner's call returned. */
+  size_t direct_from;
+  coll_status_t (*read_begin)(void *ctx);
+  void (*read_end)(void *ctx);
   /* Rank r's slot / result area of buffer b (0 or 1). */
   void *(*slot)(void *ctx, int r, int b);
   void *(*result)(void *ctx, int r, int b);

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "algo/agree.h"
+#include "algo/algo.h"
 #include "core/clock.h"
 #include "core/cores.h"
 #include "core/trace.h"
@@ -57,7 +60,10 @@ static void test_table(void **state) {
   assert_int_equal(coll_inproc_create(3, t), COLL_OK);
   sh = sh_of(t[0]);
   assert_int_equal(sh->slot_bytes % 64, 0);
-  assert_int_equal(sh->allreduce_below, 8u << 20);
+  assert_int_equal(sh->allreduce_below, 0);
+  assert_int_equal(sh->direct_from, 8u << 20);
+  assert_non_null(sh->read_begin);
+  assert_non_null(sh->read_end);
   /* Three threads outnumber the cores of a 2-core host. */
   assert_int_equal(sh->others_below, 3 > coll__cores() ? 2u << 20 : 0);
   assert_int_equal(sh->reduce_scatter_below, SIZE_MAX);
@@ -95,7 +101,7 @@ static void test_crowded_world(void **state) {
   for (unsigned r = 0; r < cores; r++) coll_transport_destroy(t[r]);
   assert_int_equal(coll_inproc_create((int)cores + 1, t), COLL_OK);
   assert_int_equal(sh_of(t[0])->others_below, 2u << 20);
-  assert_int_equal(sh_of(t[0])->allreduce_below, 8u << 20);
+  assert_int_equal(sh_of(t[0])->allreduce_below, 0);
   for (unsigned r = 0; r <= cores; r++) coll_transport_destroy(t[r]);
   free(t);
 }
@@ -284,8 +290,28 @@ typedef struct comm_job {
   coll_transport_t *t[WORLD];
   coll_comm_t *c[WORLD];
   uint64_t rounds[WORLD][sizeof k_counts / sizeof k_counts[0]];
+  int mode[WORLD][sizeof k_counts / sizeof k_counts[0]]; /* the last note's */
   tt_result_t res[WORLD];
 } comm_job_t;
+
+static float comm_val(int rank, size_t e) {
+  return (float)((e * 7 + (size_t)rank) % 13);
+}
+
+/* Whether x holds the serial sum of every rank's comm_val; tells res. */
+static int comm_wrong(tt_result_t *res, const char *how, int world,
+                      const float *x, size_t count) {
+  for (size_t e = 0; e < count; e++) {
+    float want = 0;
+    for (int r = 0; r < world; r++) want += comm_val(r, e);
+    if (x[e] != want) {
+      tt_fail(res, "%s, count %zu: element %zu is %g, not %g", how, count, e,
+              (double)x[e], (double)want);
+      return 1;
+    }
+  }
+  return 0;
+}
 
 /* Small integers: the sum is exact in any order, so each rank's result is
  * checked against the serial one bit for bit. */
@@ -295,30 +321,41 @@ static void comm_rank(int rank, int world, void *arg) {
   size_t n = sizeof k_counts / sizeof k_counts[0];
   for (size_t i = 0; i < n; i++) {
     size_t count = k_counts[i], e;
-    float *x = malloc(count * sizeof *x);
+    float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
     uint64_t before = ep->coll_round;
     coll_status_t s;
-    if (x == NULL) {
+    int bad = 0;
+    if (x == NULL || y == NULL) {
       tt_fail(&j->res[rank], "out of memory");
+      free(x);
+      free(y);
       return;
     }
-    for (e = 0; e < count; e++) x[e] = (float)((e * 7 + (size_t)rank) % 13);
+    for (e = 0; e < count; e++) x[e] = comm_val(rank, e);
     s = coll_allreduce(j->c[rank], x, x, count, COLL_F32, COLL_SUM, NULL);
     j->rounds[rank][i] = ep->coll_round - before;
-    for (e = 0; s == COLL_OK && e < count; e++) {
-      float want = 0;
-      for (int r = 0; r < world; r++) want += (float)((e * 7 + (size_t)r) % 13);
-      if (x[e] != want) {
-        tt_fail(&j->res[rank], "count %zu: element %zu is %g, not %g", count, e,
-                (double)x[e], (double)want);
-        break;
+    j->mode[rank][i] = ep->coll_note[ep->coll_round & 1][COLL_AGREE_DESC_BYTES];
+    if (s == COLL_OK)
+      bad = comm_wrong(&j->res[rank], "in place", world, x, count);
+    /* Out of place: the input stays as it was. */
+    for (e = 0; s == COLL_OK && !bad && e < count; e++)
+      x[e] = comm_val(rank, e);
+    if (s == COLL_OK && !bad)
+      s = coll_allreduce(j->c[rank], x, y, count, COLL_F32, COLL_SUM, NULL);
+    if (s == COLL_OK && !bad)
+      bad = comm_wrong(&j->res[rank], "out of place", world, y, count);
+    for (e = 0; s == COLL_OK && !bad && e < count; e++)
+      if (x[e] != comm_val(rank, e)) {
+        tt_fail(&j->res[rank], "count %zu: input %zu changed", count, e);
+        bad = 1;
       }
-    }
     free(x);
+    free(y);
     if (s != COLL_OK) {
       tt_fail(&j->res[rank], "count %zu: %s", count, coll_last_error());
       return;
     }
+    if (bad) return;
   }
 }
 
@@ -331,9 +368,10 @@ static void make_comms(int n, coll_transport_t **t, coll_comm_t **c) {
     assert_int_equal(coll_comm_create(t[r], &cfg, &c[r]), COLL_OK);
 }
 
-/* Below 8 MiB the allreduce runs in rounds (several for more than a slot
- * per rank); from 8 MiB on, on messages, with the descriptor check as the
- * one round. */
+/* Below 8 MiB the allreduce runs in rounds through the slots (several for
+ * more than a slot per rank); from 8 MiB on in one round that reads the
+ * callers' buffers directly (the direct mode in its note); bit-exact in
+ * place and out of place, the input untouched. */
 static void test_comm_allreduce_picks_by_size(void **state) {
   comm_job_t j;
   size_t n = sizeof k_counts / sizeof k_counts[0];
@@ -348,7 +386,10 @@ static void test_comm_allreduce_picks_by_size(void **state) {
       if (big ? j.rounds[r][i] != 1 : j.rounds[r][i] < 1)
         fail_msg("rank %d, %zu elements: %llu rounds (%s)", r, k_counts[i],
                  (unsigned long long)j.rounds[r][i],
-                 big ? "the check alone expected" : "rounds expected");
+                 big ? "one direct round expected" : "rounds expected");
+      if (j.mode[r][i] != (big ? 2 : 1))
+        fail_msg("rank %d, %zu elements: mode %d in the note, not %d", r,
+                 k_counts[i], j.mode[r][i], big ? 2 : 1);
       if (i == 2 && j.rounds[r][i] < 4)
         fail_msg(
             "rank %d: an 8 MiB - 4 B allreduce took %llu rounds; it "
@@ -520,6 +561,141 @@ static void test_comm_auto_reduce_scatter_rounds(void **state) {
   }
 }
 
+/* Ranks that disagree on the count where one or both would read directly
+ * (8 MiB and 8 MiB + 64 B; 8 MiB and 4 KiB): LENGTH_MISMATCH on both,
+ * nothing read or written, and the comm works on. */
+typedef struct mismatch_job {
+  coll_transport_t *t[2];
+  coll_comm_t *c[2];
+  size_t count[2];
+  coll_status_t s[2];
+  tt_result_t res[2];
+} mismatch_job_t;
+
+static void mismatch_rank(int rank, int world, void *arg) {
+  mismatch_job_t *j = arg;
+  size_t count = j->count[rank], big = (size_t)(2u << 20) + 16, e;
+  float *x = malloc(big * sizeof *x);
+  if (x == NULL) {
+    tt_fail(&j->res[rank], "out of memory");
+    return;
+  }
+  for (e = 0; e < big; e++) x[e] = comm_val(rank, e);
+  j->s[rank] =
+      coll_allreduce(j->c[rank], x, x, count, COLL_F32, COLL_SUM, NULL);
+  for (e = 0; e < big; e++)
+    if (x[e] != comm_val(rank, e)) {
+      tt_fail(&j->res[rank], "element %zu written after a mismatch", e);
+      break;
+    }
+  /* The same count on both: the comm still works. */
+  if (e == big && coll_allreduce(j->c[rank], x, x, 1u << 21, COLL_F32, COLL_SUM,
+                                 NULL) == COLL_OK)
+    (void)comm_wrong(&j->res[rank], "after a mismatch", world, x, 1u << 21);
+  else if (e == big)
+    tt_fail(&j->res[rank], "after a mismatch: %s", coll_last_error());
+  free(x);
+}
+
+static void test_direct_mismatch(void **state) {
+  static const size_t other[] = {(2u << 20) + 16, 1024};
+  (void)state;
+  for (int k = 0; k < 2; k++) {
+    mismatch_job_t j;
+    memset(&j, 0, sizeof j);
+    j.count[0] = 2u << 20;
+    j.count[1] = other[k];
+    make_comms(2, j.t, j.c);
+    test_run_ranks(2, mismatch_rank, &j, TT_RUN_MS, "direct mismatch");
+    TT_ASSERT_RANKS_OK(j.res, 2);
+    for (int r = 0; r < 2; r++) {
+      if (j.s[r] != COLL_ERR_LENGTH_MISMATCH)
+        fail_msg("counts %zu and %zu: rank %d got %s", j.count[0], j.count[1],
+                 r, coll_status_name(j.s[r]));
+      coll_comm_destroy(j.c[r]);
+    }
+  }
+}
+
+/* An abort of one rank while a peer reads its buffers in the direct mode
+ * returns only once that read is over, so its caller may free them at
+ * once: rank 1 stalls at the start of its first read, a third thread
+ * aborts rank 0 meanwhile. Both calls fail with the abort. */
+typedef struct abort_job {
+  coll_transport_t *t[2];
+  coll_comm_t *c[2];
+  coll_abort_handle_t *h0;
+  atomic_int in_read, read_over;
+  int reading_at_return, over_at_return;
+  coll_status_t s[2];
+  tt_result_t res[3];
+} abort_job_t;
+
+static abort_job_t *g_abort_job;
+
+static void stall_first_read(int rank) {
+  abort_job_t *j = g_abort_job;
+  if (rank != 1 || atomic_exchange(&j->in_read, 1) != 0) return;
+  test_sleep_ms(300);
+  atomic_store(&j->read_over, 1);
+}
+
+static void abort_rank(int rank, int world, void *arg) {
+  abort_job_t *j = arg;
+  int64_t until = coll__now_ms() + 10000;
+  (void)world;
+  if (rank == 2) {
+    inproc_ep_t *ep1 = j->t[1]->ctx;
+    while (!atomic_load(&j->in_read) && coll__now_ms() < until)
+      test_sleep_ms(1);
+    if (!atomic_load(&j->in_read)) {
+      tt_fail(&j->res[2], "rank 1 never read its peers' buffers");
+      coll_abort(j->h0);
+      return;
+    }
+    if (coll_abort(j->h0) != COLL_OK) tt_fail(&j->res[2], "coll_abort failed");
+    j->over_at_return = atomic_load(&j->read_over);
+    j->reading_at_return = atomic_load(&ep1->coll_reading);
+    return;
+  }
+  {
+    size_t count = (size_t)(8u << 20) / sizeof(float);
+    float *x = malloc(count * sizeof *x);
+    if (x == NULL) {
+      tt_fail(&j->res[rank], "out of memory");
+      return;
+    }
+    for (size_t e = 0; e < count; e++) x[e] = comm_val(rank, e);
+    j->s[rank] =
+        coll_allreduce(j->c[rank], x, x, count, COLL_F32, COLL_SUM, NULL);
+    free(x);
+  }
+}
+
+static void test_abort_waits_for_direct_readers(void **state) {
+  abort_job_t j;
+  (void)state;
+  memset(&j, 0, sizeof j);
+  atomic_init(&j.in_read, 0);
+  atomic_init(&j.read_over, 0);
+  make_comms(2, j.t, j.c);
+  assert_int_equal(coll_comm_abort_handle(j.c[0], &j.h0), COLL_OK);
+  g_abort_job = &j;
+  coll__shm_direct_read_hook = stall_first_read;
+  test_run_ranks(3, abort_rank, &j, TT_RUN_MS, "abort during a direct read");
+  coll__shm_direct_read_hook = NULL;
+  TT_ASSERT_RANKS_OK(j.res, 3);
+  if (!j.over_at_return || j.reading_at_return)
+    fail_msg(
+        "coll_abort on rank 0 returned while rank 1 still read its "
+        "buffer (stall over: %d, reading: %d)",
+        j.over_at_return, j.reading_at_return);
+  assert_int_equal(j.s[0], COLL_ERR_ABORTED);
+  assert_int_equal(j.s[1], COLL_ERR_ABORTED);
+  coll_abort_handle_release(j.h0);
+  for (int r = 0; r < 2; r++) coll_comm_destroy(j.c[r]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table),
@@ -532,6 +708,8 @@ int main(void) {
       cmocka_unit_test(test_comm_allreduce_picks_by_size),
       cmocka_unit_test(test_comm_forced_rounds),
       cmocka_unit_test(test_comm_auto_reduce_scatter_rounds),
+      cmocka_unit_test(test_direct_mismatch),
+      cmocka_unit_test(test_abort_waits_for_direct_readers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,9 @@ struct inproc_ep {
    * coll_mem (NULL: the world has none). Only this rank's collective
    * thread writes them; coll_round is its own. */
   _Alignas(64) _Atomic uint64_t coll_flag[3];
+  /* 1 while this rank's collective thread reads its peers' buffers (the
+   * direct allreduce: coll_t_shared_t's read_begin / read_end). */
+  _Atomic int coll_reading;
   unsigned char coll_note[2][COLL_T_NOTE_BYTES];
   uint64_t coll_round;
   char *coll_mem;
@@ -191,6 +194,9 @@ int coll__inproc_shared_alloc(inproc_world_t *w);
 void coll__inproc_shared_free(inproc_world_t *w);
 const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w);
 void coll__inproc_shared_wake(inproc_world_t *w);
+/* Returns once no endpoint but x is reading its peers' buffers (x is
+ * closed: none starts again). */
+void coll__inproc_shared_quiesce(inproc_world_t *w, const inproc_ep_t *x);
 
 /* A request from the owner's free list (NULL when out of memory) / back to
  * it. Any thread calling into the endpoint. */

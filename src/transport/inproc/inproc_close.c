@@ -96,6 +96,9 @@ void coll__inproc_close(inproc_ep_t *x, int why, const coll_origin_t *o) {
     sweep(at, x);
     uv_mutex_unlock(&at->mu);
   }
+  /* A peer reading this rank's buffers in the direct allreduce finishes
+   * before the abort returns; it starts no other read (x is closed). */
+  coll__inproc_shared_quiesce(w, x);
   uv_mutex_lock(&x->mu);
   x->close_state = 2;
   atomic_store_explicit(&x->closed, 1, memory_order_release);

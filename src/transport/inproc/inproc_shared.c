@@ -205,7 +205,19 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  * the slots half a page in (INPROC_COLL_PAGE_OFFSET) the rounds caught up
  * at 4 MiB (--offset 16, COLL_ALGO=shm against ring, 3 runs interleaved:
  * 7.6-8.4 against 5.5-7.6 GB/s; 8 MiB 7.2-8.1 against 7.5-10.6; 16 and 32
- * MiB even), so the ring now takes over from 8 MiB.
+ * MiB even). From 8 MiB the allreduce reads the callers' buffers directly
+ * (INPROC_DIRECT_FROM), which leads the ring (COLL_ALGO=shm against ring,
+ * 2 ranks, 3 runs interleaved, GB/s, in place / out of place):
+ *
+ *            8M                   16M                  64M
+ *   direct   6.5-8.2 / 12.0-16.4  7.8-8.6 / 8.4-11.9   7.3-7.9 / 6.9-9.3
+ *   ring     6.6-8.3 / 5.1-5.8    6.4-7.2 / 4.3-5.1    5.6-5.9 / 4.0-4.1
+ *
+ * and in the peers' loop (coll-perf --threads N --peer-protocol, 4 runs
+ * interleaved with the build before, GB/s): 2 ranks 16 MiB 8.3-8.9
+ * against 7.0-7.5, 64 MiB 8.3-9.2 against 6.1-7.3; 4 ranks on 2 cores
+ * 64 MiB 5.6-5.8 against 4.3-4.5 (16 MiB even). So the ring is not auto's
+ * for threads at any size.
  * Broadcast and allgather by messages took a quarter to a half of the
  * rounds' time with 2 ranks (4 KiB to 16 MiB), so they keep messages;
  * reduce-scatter came out mixed (rounds ahead to 1 MiB, even at 16 MiB)
@@ -227,13 +239,65 @@ static coll_status_t wait_all(void *ctx, int which, uint64_t v,
  * There the message waits sleep at once (INPROC_SPIN_NS), so a crowded
  * world takes rounds for broadcast and allgather below 2 MiB. */
 #define INPROC_CROWDED_OTHERS_BELOW (2u << 20)
+/* Allreduces from this size read the peers' buffers directly (see above);
+ * below it the rounds led (4 MiB in place: 8.2-8.4 GB/s in rounds, 5.9-6.5
+ * direct), their slots staying in cache where a peer's whole buffer does
+ * not. */
+#define INPROC_DIRECT_FROM (8u << 20)
+
+/* The direct allreduce's reads of the peers' buffers (transport.h). The
+ * reader raises its flag, then looks for a closed endpoint; a closing
+ * endpoint marks itself closed, then waits for every flag to drop
+ * (coll__inproc_shared_quiesce). Both orders are sequentially consistent:
+ * either the reader sees the close and reads nothing, or the close sees
+ * the flag and waits. A read holds no lock and waits for nothing, so the
+ * wait is short. */
+static coll_status_t read_begin(void *ctx) {
+  inproc_ep_t *ep = ctx;
+  inproc_world_t *w = ep->w;
+  atomic_store(&ep->coll_reading, 1);
+  for (int p = 0; p < w->size; p++) {
+    const inproc_ep_t *x = &w->eps[p];
+    coll_status_t s;
+    char seen[160];
+    if (!is_closed(x)) continue;
+    atomic_store(&ep->coll_reading, 0);
+    if (x != ep) coll__inproc_note_origin(ep, &x->origin);
+    s = coll__origin_req_status(&x->origin);
+    if (s == COLL_OK) s = COLL_ERR_ABORTED;
+    coll__origin_text(&x->origin, ep->rank, seen, sizeof seen);
+    return coll__err(s, "inproc rank %d: rank %d's buffers: %s", ep->rank, p,
+                     seen);
+  }
+  return COLL_OK;
+}
+
+static void read_end(void *ctx) {
+  inproc_ep_t *ep = ctx;
+  atomic_store(&ep->coll_reading, 0);
+}
+
+void coll__inproc_shared_quiesce(inproc_world_t *w, const inproc_ep_t *x) {
+  for (int p = 0; p < w->size; p++) {
+    unsigned spins = 0;
+    if (&w->eps[p] == x) continue;
+    while (atomic_load(&w->eps[p].coll_reading))
+      if (++spins % INPROC_FLAG_SPINS_PER_YIELD == 0)
+        sched_yield();
+      else
+        inproc_cpu_relax();
+  }
+}
 
 /* A world's table starts as this one (inproc_shared_alloc). */
 static const coll_t_shared_t inproc_shared = {
     .slot_bytes = INPROC_COLL_SLOT,
-    .allreduce_below = 8u << 20,
+    .allreduce_below = 0,
     .others_below = 0,
     .reduce_scatter_below = SIZE_MAX,
+    .direct_from = INPROC_DIRECT_FROM,
+    .read_begin = read_begin,
+    .read_end = read_end,
     .slot = coll_slot,
     .result = coll_result,
     .next_round = next_round,

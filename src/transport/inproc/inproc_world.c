@@ -116,6 +116,7 @@ static int ep_init(inproc_ep_t *ep, inproc_world_t *w, int rank) {
   atomic_init(&ep->lost, INPROC_OPEN);
   atomic_init(&ep->closed, 0);
   for (int k = 0; k < 3; k++) atomic_init(&ep->coll_flag[k], 0);
+  atomic_init(&ep->coll_reading, 0);
   coll__pos_init(&ep->pos);
   ep->w = w;
   ep->rank = rank;
