@@ -167,6 +167,22 @@ static coll_status_t note_check(shm_ar_t *A, int b) {
   return s;
 }
 
+/* Posts IN for buffer b and waits for every rank's; with A->check set,
+ * then checks the notes (once per call), posting OUT on a mismatch. */
+static coll_status_t post_in(shm_ar_t *A, int b, const char *what) {
+  coll__shm_round_post(&A->S, COLL_T_FLAG_IN);
+  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_IN, what));
+  if (A->check != NULL) {
+    coll_status_t s = note_check(A, b);
+    A->check = NULL;
+    if (s != COLL_OK) {
+      coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
+      return s;
+    }
+  }
+  return COLL_OK;
+}
+
 /* One round: n elements from src (NULL when n is 0) reduced into dst. With
  * A->check set, the round also publishes and checks the descriptor, and
  * reads no data on a mismatch. */
@@ -179,16 +195,7 @@ static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
   b = A->S.b;
   if (bytes > 0) memcpy(sh->slot(A->tctx, A->rank, b), src, bytes);
   if (A->check != NULL) note_write(A, b, 1);
-  coll__shm_round_post(&A->S, COLL_T_FLAG_IN);
-  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_IN, "inputs"));
-  if (A->check != NULL) {
-    coll_status_t s = note_check(A, b);
-    A->check = NULL;
-    if (s != COLL_OK) {
-      coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
-      return s;
-    }
-  }
+  COLL_CHECK(post_in(A, b, "inputs"));
   if (n == 0) {
     /* A checked call of no elements: the round only checked. */
   } else if (whole) {
@@ -259,16 +266,7 @@ static coll_status_t direct_run(shm_ar_t *A, const char *src, char *dst,
   if (A->check != NULL) note_write(A, b, NOTE_DIRECT);
   memcpy(note + NOTE_PTRS, &src, sizeof src);
   memcpy(note + NOTE_PTRS + sizeof src, &dst, sizeof dst);
-  coll__shm_round_post(&A->S, COLL_T_FLAG_IN);
-  COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_IN, "addresses"));
-  if (A->check != NULL) {
-    coll_status_t s = note_check(A, b);
-    A->check = NULL;
-    if (s != COLL_OK) {
-      coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
-      return s;
-    }
-  }
+  COLL_CHECK(post_in(A, b, "addresses"));
   slice_of(A, count, A->rank, &lo, &cnt);
   COLL_CHECK(reading(A, "reducing from the peers' inputs"));
   if (cnt > 0) direct_reduce(A, b, dst, tmp, lo, cnt);
