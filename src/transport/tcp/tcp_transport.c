@@ -91,7 +91,7 @@ static void sysctl_line(const char *path, char *buf, size_t cap) {
  * see README, "Measuring it".) */
 static coll_status_t congestion_from_env(coll_tcp_xopts_t *x) {
   const char *v = coll__env(COLL_ENV_TCP_CONGESTION);
-  const char *why, *list;
+  const char *why, *list, *who;
   char offered[256];
   int fd, rc;
   if (x->congestion[0] == '\0') {
@@ -113,15 +113,17 @@ static coll_status_t congestion_from_env(coll_tcp_xopts_t *x) {
   if (rc == -EPERM) {
     why = "this process may not choose it";
     list = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    who = "this process may choose";
   } else {
     why = rc == -ENOENT ? "the kernel has no such algorithm" : strerror(-rc);
     list = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+    who = "this host offers";
   }
   sysctl_line(list, offered, sizeof offered);
   return coll__err(COLL_ERR_INVALID_ARG,
                    "tcp: congestion control '%s' (COLL_TCP_CONGESTION) "
-                   "refused: %s; this process may choose: %s",
-                   x->congestion, why, offered);
+                   "refused: %s; %s: %s",
+                   x->congestion, why, who, offered);
 }
 
 /* Ends the transport for a failure that started at o, or at the origin
