@@ -154,11 +154,36 @@ static void read_tuning(coll_cpu_t *cpu) {
   /* The transport knows what it moves best, on a host with a core per
    * rank or fewer; COLL_SEGMENT_BYTES wins. */
   cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__cores());
-  if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64)
+  cpu->seg_agree = coll__t_segment_varies(cpu->t);
+  if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64) {
     cpu->seg_bytes = (size_t)v;
+    cpu->seg_agree = 0; /* the same on every rank (rdv_compat.c) */
+  }
   cpu->check_mismatch = 1;
   if (coll__env_int(COLL_ENV_CHECK_MISMATCH, &v) == 1 && v == 0)
     cpu->check_mismatch = 0;
+}
+
+/* One pipeline segment for the whole comm: the ring's receiver posts one
+ * receive per segment of its own size, so ranks that cut differently fail
+ * with a length mismatch. The transport's choice hangs on this rank's host
+ * (more ranks than cores takes longer segments, tcp_transport.c) and on
+ * the cores this process may use, which differ between hosts and, under a
+ * launcher's binding, between the ranks of one host; the comm takes the
+ * longest any rank chose. One small allreduce at creation, only where the
+ * transport's answer can differ and COLL_SEGMENT_BYTES does not decide. */
+static coll_status_t agree_segment(coll_cpu_t *cpu) {
+  coll_algo_ctx_t ctx;
+  int64_t v = (int64_t)cpu->seg_bytes;
+  if (!cpu->seg_agree || cpu->comm->world < 2) return COLL_OK;
+  coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(coll__allreduce_rd(&ctx, &v, 1, COLL_I64, COLL_MAX));
+  if ((size_t)v != cpu->seg_bytes)
+    COLL_INFO(COLL_LOG_INIT,
+              "segments of %lld bytes, as another rank chose, not %zu",
+              (long long)v, cpu->seg_bytes);
+  cpu->seg_bytes = (size_t)v;
+  return COLL_OK;
 }
 
 /* Whether the comm measures its links for the ring threshold: only where
@@ -246,9 +271,11 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   atomic_init(&cpu->aborted, 0);
   read_tuning(cpu);
   c->be = cpu;
-  s = link_tuning(cpu);
+  s = agree_segment(cpu);
+  if (s == COLL_OK) s = link_tuning(cpu);
   if (s != COLL_OK) {
-    /* The transport failed with the probe: nothing of the comm is usable. */
+    /* The transport failed with the agreement or the probe: nothing of the
+     * comm is usable. */
     (void)cpu_destroy(c, 1);
     coll__comm_free_shell(c);
     return s;

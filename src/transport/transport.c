@@ -125,6 +125,11 @@ size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores) {
   return local > cores ? t->seg_crowded : coll__t_segment_bytes(t);
 }
 
+int coll__t_segment_varies(const coll_transport_t *t) {
+  return t->seg_crowded != 0 && t->host_of != NULL &&
+         t->seg_crowded != coll__t_segment_bytes(t);
+}
+
 int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }
 
 int coll_transport_size(const coll_transport_t *t) { return t ? t->world : -1; }

@@ -195,6 +195,10 @@ void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes);
  * its crowded one where this host's ranks outnumber `cores`. Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
 size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores);
+/* Whether coll__t_segment_bytes_for can answer differently on the ranks of
+ * one comm (their hosts, or the cores each may use, differ): a comm then
+ * agrees on one segment at creation. Any thread. */
+int coll__t_segment_varies(const coll_transport_t *t);
 
 /* Records which host each rank is on (world entries, copied; NULL forgets
  * it). COLL_ERR_NO_MEMORY when the copy cannot be made. One thread, before

@@ -276,7 +276,8 @@ static void test_full_table_uses_provider_barrier(void **state) {
 
 /* A transport's crowded segment applies where the ranks of this rank's
  * host outnumber the cores, and only there; unsaid, or with no host
- * table, the plain one holds. */
+ * table, the plain one holds, and only a transport with both can differ
+ * between ranks. */
 static void test_segment_for_crowded_hosts(void **state) {
   static const int host_of[4] = {0, 0, 0, 1};
   coll_transport_t *t[4];
@@ -289,6 +290,7 @@ static void test_segment_for_crowded_hosts(void **state) {
   coll__t_set_segment_bytes_crowded(t[3], 1u << 20);
   /* No host table yet: nothing says the host is crowded. */
   assert_int_equal(coll__t_segment_bytes_for(t[0], 1), 256u << 10);
+  assert_false(coll__t_segment_varies(t[0]));
   assert_int_equal(coll__t_set_hosts(t[0], host_of), COLL_OK);
   assert_int_equal(coll__t_set_hosts(t[3], host_of), COLL_OK);
   /* Rank 0 shares its host with 2 others; rank 3 is alone on its own. */
@@ -296,6 +298,10 @@ static void test_segment_for_crowded_hosts(void **state) {
   assert_int_equal(coll__t_segment_bytes_for(t[0], 3), 256u << 10);
   assert_int_equal(coll__t_segment_bytes_for(t[3], 1), 256u << 10);
   assert_int_equal(coll__t_segment_bytes(t[0]), 256u << 10);
+  /* So a comm over them agrees on one (cpu_comm.c); a transport with a
+   * single segment has nothing to agree on. */
+  assert_true(coll__t_segment_varies(t[0]));
+  assert_false(coll__t_segment_varies(t[1]));
   for (int r = 0; r < 4; r++) coll_transport_destroy(t[r]);
 }
 
