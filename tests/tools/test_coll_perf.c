@@ -324,7 +324,7 @@ static void test_env_list(void **state) {
   };
   char *const argv[] = {PERF, "--env", NULL};
   char *out = NULL, *p, line[64];
-  size_t i;
+  size_t i, width = 0;
   int listed = 0;
   (void)state;
   assert_int_equal(proc_run(argv, NULL, PERF_MS, &out, NULL), 0);
@@ -333,11 +333,43 @@ static void test_env_list(void **state) {
     if (strstr(out, line) == NULL)
       fail_msg("coll-perf --env does not list %s", names[i]);
   }
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strlen(names[i]) > width) width = strlen(names[i]);
   for (p = strchr(out, '\n'); p != NULL && p[1] != '\0';
-       p = strchr(p + 1, '\n'))
-    if (p[1] != '#') listed++;
+       p = strchr(p + 1, '\n')) {
+    if (p[1] == '#') continue;
+    listed++;
+    /* One column of names as wide as the longest, then the values. */
+    if (p[1 + width] != ' ' || p[2 + width] == ' ')
+      fail_msg("coll-perf --env: the value is not at column %zu: %.60s",
+               width + 1, p + 1);
+  }
   assert_int_equal(listed, (int)(sizeof names / sizeof names[0]));
   free(out);
+}
+
+/* A failed init says why; the hint to use a launcher comes only where no
+ * launcher gave a rank (under one, it would send the user the wrong way). */
+static void test_init_failure_text(void **state) {
+  static char rank[] = "RANK=1", world[] = "WORLD_SIZE=2",
+              addr[] = "MASTER_ADDR=127.0.0.1", port[] = "MASTER_PORT=1",
+              timeout[] = "COLL_TIMEOUT_MS=300";
+  char *const launched[] = {rank, world, addr, port, timeout, NULL};
+  char *const argv[] = {PERF, "-b", "4K", "-e", "4K", NULL};
+  char *err = NULL;
+  (void)state;
+  /* Rank 1 of 2, and nobody serves the rendezvous on port 1. */
+  assert_int_equal(proc_run(argv, launched, PERF_MS, NULL, &err), 1);
+  if (strstr(err, "coll_comm_init_env failed: ERR_") == NULL ||
+      strstr(err, "127.0.0.1:1") == NULL || strstr(err, "launcher") != NULL)
+    fail_msg("under a launcher, coll-perf said: %s", err);
+  free(err);
+  err = NULL;
+  assert_int_equal(proc_run(argv, NULL, PERF_MS, NULL, &err), 1);
+  if (strstr(err, "no rank in the environment") == NULL ||
+      strstr(err, "run it under a launcher") == NULL)
+    fail_msg("without a launcher, coll-perf said: %s", err);
+  free(err);
 }
 
 static void test_tcp_allreduce(void **state) {
@@ -399,6 +431,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_env_list),
+      cmocka_unit_test(test_init_failure_text),
       cmocka_unit_test(test_peer_protocol),
       cmocka_unit_test(test_offset),
   };
@@ -408,6 +441,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_ddp_example),
       cmocka_unit_test(test_tcp_peer_protocol),
   };
+  /* The children must see no launcher but the ones a test gives them. */
+  unsetenv("RANK");
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("PMI_RANK");
+  unsetenv("SLURM_PROCID");
   if (argc > 1 && strcmp(argv[1], "tcp") == 0)
     return cmocka_run_group_tests_name("tcp", tcp, NULL, NULL);
   return cmocka_run_group_tests_name("threads", threads, NULL, NULL);

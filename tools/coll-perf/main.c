@@ -119,6 +119,17 @@ out:
   return rc;
 }
 
+/* Whether a launcher gave this process a rank (the variables
+ * coll_comm_init_env reads it from): without one, the way out of a failed
+ * init is a launcher; with one, the library's message says what failed. */
+static int under_launcher(void) {
+  static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
+                                          "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+    if (getenv(rank_vars[i]) != NULL) return 1;
+  return 0;
+}
+
 static int run_env(const perf_opts_t *o) {
   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
   coll_comm_t *comm = NULL;
@@ -126,11 +137,12 @@ static int run_env(const perf_opts_t *o) {
   coll_status_t s = coll_comm_init_env(&cfg, &comm);
   int rc;
   if (s != COLL_OK) {
-    fprintf(stderr,
-            "coll-perf: coll_comm_init_env failed: %s: %s\n"
-            "coll-perf: run it under a launcher (coll-run -n N coll-perf "
-            "...), or use --threads N\n",
+    fprintf(stderr, "coll-perf: coll_comm_init_env failed: %s: %s\n",
             coll_status_name(s), coll_last_error());
+    if (!under_launcher())
+      fprintf(stderr,
+              "coll-perf: run it under a launcher (coll-run -n N "
+              "coll-perf ...), or use --threads N\n");
     return PERF_EXIT_FAILED;
   }
   pr.comm = comm;
