@@ -153,7 +153,7 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->rh_threshold = SIZE_MAX;
   /* The transport knows what it moves best, on a host with a core per
    * rank or fewer; COLL_SEGMENT_BYTES wins. */
-  cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__cores());
+  cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__host_cores());
   cpu->seg_agree = coll__t_segment_varies(cpu->t);
   if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64) {
     cpu->seg_bytes = (size_t)v;
@@ -167,11 +167,11 @@ static void read_tuning(coll_cpu_t *cpu) {
 /* One pipeline segment for the whole comm: the ring's receiver posts one
  * receive per segment of its own size, so ranks that cut differently fail
  * with a length mismatch. The transport's choice hangs on this rank's host
- * (more ranks than cores takes longer segments, tcp_transport.c) and on
- * the cores this process may use, which differ between hosts and, under a
- * launcher's binding, between the ranks of one host; the comm takes the
- * longest any rank chose. One small allreduce at creation, only where the
- * transport's answer can differ and COLL_SEGMENT_BYTES does not decide. */
+ * (more ranks than cores takes longer segments, tcp_transport.c), and
+ * hosts differ, as may the cpuset cgroups of one host's ranks; the comm
+ * takes the longest any rank chose. One small allreduce at creation, only
+ * where the transport's answer can differ and COLL_SEGMENT_BYTES does not
+ * decide. */
 static coll_status_t agree_segment(coll_cpu_t *cpu) {
   coll_algo_ctx_t ctx;
   int64_t v = (int64_t)cpu->seg_bytes;

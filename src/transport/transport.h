@@ -187,16 +187,16 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
  * coll_transport_create. One thread, before the endpoint is used. */
 void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
 /* The segment where the ranks of this rank's host (coll__t_set_hosts)
- * outnumber the cores it may run on, when that differs: each message then
- * costs a switch between ranks, and fewer, larger ones pay. One thread,
- * before the endpoint is used. */
+ * outnumber the cores the host gives them (coll__host_cores), when that
+ * differs: each message then costs a switch between ranks, and fewer,
+ * larger ones pay. One thread, before the endpoint is used. */
 void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes);
 /* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT;
  * its crowded one where this host's ranks outnumber `cores`. Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
 size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores);
 /* Whether coll__t_segment_bytes_for can answer differently on the ranks of
- * one comm (their hosts, or the cores each may use, differ): a comm then
+ * one comm (their hosts, or the cores each host gives, differ): a comm then
  * agrees on one segment at creation. Any thread. */
 int coll__t_segment_varies(const coll_transport_t *t);
 
