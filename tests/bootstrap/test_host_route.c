@@ -58,8 +58,9 @@ typedef struct rank_out {
   int status; /* coll_status_t of the step that failed; -1 a wrong result */
   char msg[600];
   int checked;
-  int64_t took_ms; /* the case's one wait, where it has one */
-  atomic_int done; /* this rank finished its case */
+  int64_t took_ms;  /* the case's one wait, where it has one */
+  atomic_int ready; /* this rank's comm stands */
+  atomic_int done;  /* this rank finished its case */
 } rank_out_t;
 
 typedef struct job {
@@ -228,9 +229,15 @@ static void expect(rank_out_t *o, coll_status_t got, coll_status_t want,
              coll_last_error());
 }
 
-static void kill_case(coll_comm_t *c, int rank, rank_out_t *o) {
+static void kill_case(const job_t *j, coll_comm_t *c, int rank, rank_out_t *o) {
   int32_t x[64] = {0};
   coll_status_t s;
+  /* Not before every comm stands: creation's own exchange (the segment
+   * agreement, cpu_comm.c) may still be reading from rank 0, and a rank
+   * killed with bytes unread sends a reset that loses what it sent. */
+  for (int r = 1; rank == 0 && r < WORLD; r++)
+    for (int ms = 0; ms < 30000 && !atomic_load(&j->out[r].ready); ms += 5)
+      test_sleep_ms(5);
   if (rank == 0) raise(SIGKILL);
   if (rank == 3) return; /* its TCP to rank 0 is not this case's */
   s = coll_recv(c, x, 64, COLL_I32, 0, TAG, NULL);
@@ -315,6 +322,7 @@ static int rank_main(void *p) {
     atomic_store(&o->done, 1);
     return 0;
   }
+  atomic_store(&o->ready, 1);
   if (coll__t_host(((coll_cpu_t *)c->be)->t) == NULL) {
     fail_out(o, COLL_OK, "no host endpoint");
   } else {
@@ -325,7 +333,7 @@ static int rank_main(void *p) {
     switch (j->kase) {
       case CASE_COLLS: colls(c, j->rank, o); break;
       case CASE_CYCLE: cycle(c, j->rank, o); break;
-      case CASE_KILL: kill_case(c, j->rank, o); break;
+      case CASE_KILL: kill_case(j, c, j->rank, o); break;
       case CASE_TIMEOUT: timeout_case(c, j->rank, o); break;
       default: abort_case(c, j->rank, o); break;
     }
