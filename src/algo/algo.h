@@ -63,6 +63,9 @@ typedef struct coll_algo_ctx {
   uint32_t seq;            /* this collective's sequence number on the comm */
   coll_scratch_t *scratch;
   size_t seg_bytes; /* ring pipeline segment (> 0) */
+  /* Longer blocks' segments grow up to this (ring.c); <= seg_bytes: the
+   * segment is seg_bytes at every size. */
+  size_t seg_max_bytes;
 } coll_algo_ctx_t;
 
 /* The descriptor every rank must agree on for one collective. A batch

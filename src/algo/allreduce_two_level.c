@@ -74,6 +74,7 @@ coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
   if (coll__t_host(ctx->t) != NULL) {
     host.t = coll__t_host(ctx->t);
     host.seg_bytes = coll__t_segment_bytes(host.t);
+    host.seg_max_bytes = 0;
   }
   host.rank = i;
   host.world = local;
@@ -83,6 +84,7 @@ coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
   cross = host;
   cross.t = ctx->t;
   cross.seg_bytes = ctx->seg_bytes;
+  cross.seg_max_bytes = ctx->seg_max_bytes;
   cross.rank = h;
   cross.world = tp->nhosts;
   cross.ranks = tp->column;

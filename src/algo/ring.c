@@ -25,6 +25,8 @@
 #define RING_WINDOW 2
 #define RING_ROUND_SEGS 16
 #define RING_SEND_CAP (3 * RING_ROUND_SEGS)
+/* Segments a block is cut into at least before they grow (ring_sizes). */
+#define RING_GROW_SEGS 8
 
 typedef struct ring {
   algo_run_t run;
@@ -174,10 +176,21 @@ static coll_status_t ring_round(ring_t *R) {
   return send_reap(R, INT_MAX);
 }
 
-/* Segment size in elements, and the slice of a block one round covers. */
+/* Segment size in elements, and the slice of a block one round covers.
+ * The segment is seg_bytes, grown towards seg_max_bytes where a block
+ * holds more than RING_GROW_SEGS of them: short blocks need segments to
+ * overlap the transfer with the reduction at all, long ones lose to each
+ * segment's own cost (a send, a receive, a wakeup). Every rank computes
+ * the same from the same block. */
 static void ring_sizes(ring_t *R, const coll_algo_ctx_t *ctx,
                        size_t max_block) {
   size_t seg = ctx->seg_bytes / R->p->esz;
+  if (ctx->seg_max_bytes > ctx->seg_bytes) {
+    size_t cap = ctx->seg_max_bytes / R->p->esz;
+    size_t grown = max_block / RING_GROW_SEGS;
+    if (grown > cap) grown = cap;
+    if (grown > seg) seg = grown;
+  }
   if (seg == 0) seg = 1;
   if (seg > max_block) seg = max_block;
   R->seg = seg;

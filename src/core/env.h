@@ -65,8 +65,9 @@
     "ring threshold from the links measured at comm creation: auto (default: "  \
     "on comms that span hosts), 1 (always), 0 (never)")                         \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
-    "pipeline segment of the CPU ring, bytes (default 256 KiB; TCP with "       \
-    "more ranks than cores on the host: 1 MiB)")                                \
+    "pipeline segment of the CPU ring, bytes, at every size (default: 256 "     \
+    "KiB; over TCP an eighth of a ring block up to 1 MiB, and 1 MiB where a "   \
+    "host's ranks outnumber its cores)")                                        \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                      \
     "1 (default): ranks verify they agree on count/dtype/op; 0: skip")          \
   X(SIMD, "COLL_SIMD",                                                          \

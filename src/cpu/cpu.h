@@ -69,7 +69,8 @@ typedef struct coll_cpu {
   size_t rh_threshold;        /* halving-doubling from here (below the
                                  ring's); SIZE_MAX: never */
   size_t seg_bytes;
-  int seg_agree; /* seg_bytes may differ between ranks until agreed */
+  size_t seg_max_bytes; /* long blocks' segments grow up to this */
+  int seg_agree;        /* the two may differ between ranks until agreed */
   int check_mismatch;
   coll_link_est_t link; /* what the link probe measured; zero: no probe */
 } coll_cpu_t;

@@ -154,10 +154,14 @@ static void read_tuning(coll_cpu_t *cpu) {
   /* The transport knows what it moves best, on a host with a core per
    * rank or fewer; COLL_SEGMENT_BYTES wins. */
   cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__host_cores());
+  cpu->seg_max_bytes =
+      coll__t_segment_bytes_max_for(cpu->t, coll__host_cores());
   cpu->seg_agree = coll__t_segment_varies(cpu->t);
   if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64) {
-    cpu->seg_bytes = (size_t)v;
-    cpu->seg_agree = 0; /* the same on every rank (rdv_compat.c) */
+    /* The one segment at every size, the same on every rank
+     * (rdv_compat.c). */
+    cpu->seg_bytes = cpu->seg_max_bytes = (size_t)v;
+    cpu->seg_agree = 0;
   }
   cpu->check_mismatch = 1;
   if (coll__env_int(COLL_ENV_CHECK_MISMATCH, &v) == 1 && v == 0)
@@ -174,15 +178,16 @@ static void read_tuning(coll_cpu_t *cpu) {
  * decide. */
 static coll_status_t agree_segment(coll_cpu_t *cpu) {
   coll_algo_ctx_t ctx;
-  int64_t v = (int64_t)cpu->seg_bytes;
+  int64_t v[2] = {(int64_t)cpu->seg_bytes, (int64_t)cpu->seg_max_bytes};
   if (!cpu->seg_agree || cpu->comm->world < 2) return COLL_OK;
   coll__cpu_ctx(cpu, &ctx);
-  COLL_CHECK(coll__allreduce_rd(&ctx, &v, 1, COLL_I64, COLL_MAX));
-  if ((size_t)v != cpu->seg_bytes)
+  COLL_CHECK(coll__allreduce_rd(&ctx, v, 2, COLL_I64, COLL_MAX));
+  if ((size_t)v[0] != cpu->seg_bytes)
     COLL_INFO(COLL_LOG_INIT,
               "segments of %lld bytes, as another rank chose, not %zu",
-              (long long)v, cpu->seg_bytes);
-  cpu->seg_bytes = (size_t)v;
+              (long long)v[0], cpu->seg_bytes);
+  cpu->seg_bytes = (size_t)v[0];
+  cpu->seg_max_bytes = (size_t)v[1];
   return COLL_OK;
 }
 

@@ -23,6 +23,7 @@ void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
   ctx->seq = cpu->seq++;
   ctx->scratch = &cpu->scratch;
   ctx->seg_bytes = cpu->seg_bytes;
+  ctx->seg_max_bytes = cpu->seg_max_bytes;
 }
 
 coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {

@@ -116,13 +116,28 @@ size_t coll__t_segment_bytes(const coll_transport_t *t) {
   return t->seg_bytes > 0 ? t->seg_bytes : COLL_T_SEGMENT_DEFAULT;
 }
 
-size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores) {
+void coll__t_set_segment_bytes_large(coll_transport_t *t, size_t bytes) {
+  t->seg_large = bytes;
+}
+
+/* Whether this rank's host has more of the comm's ranks than `cores`. */
+static int crowded(const coll_transport_t *t, unsigned cores) {
   unsigned local = 0;
-  if (t->seg_crowded == 0 || t->host_of == NULL)
-    return coll__t_segment_bytes(t);
+  if (t->seg_crowded == 0 || t->host_of == NULL) return 0;
   for (int r = 0; r < t->world; r++)
     local += t->host_of[r] == t->host_of[t->rank];
-  return local > cores ? t->seg_crowded : coll__t_segment_bytes(t);
+  return local > cores;
+}
+
+size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores) {
+  return crowded(t, cores) ? t->seg_crowded : coll__t_segment_bytes(t);
+}
+
+size_t coll__t_segment_bytes_max_for(const coll_transport_t *t,
+                                     unsigned cores) {
+  size_t floor = coll__t_segment_bytes_for(t, cores);
+  if (crowded(t, cores)) return floor;
+  return t->seg_large > floor ? t->seg_large : floor;
 }
 
 int coll__t_segment_varies(const coll_transport_t *t) {

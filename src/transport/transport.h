@@ -27,6 +27,8 @@ struct coll_transport {
   size_t seg_bytes;   /* the pipeline segment it moves best; 0: not said */
   size_t seg_crowded; /* the same where this host's ranks outnumber its
                          cores; 0: seg_bytes */
+  size_t seg_large;   /* what long blocks' segments may grow to, where the
+                         host is not crowded; 0: seg_bytes */
   /* host_of[r]: the number of rank r's host (hosts numbered by their
    * lowest rank), as learnt at rendezvous; NULL: every rank on one host (a
    * third party's transport, the in-process one). Owned. */
@@ -191,10 +193,17 @@ void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
  * differs: each message then costs a switch between ranks, and fewer,
  * larger ones pay. One thread, before the endpoint is used. */
 void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes);
+/* The segment long blocks may grow to (algo/ring.c) where the host is not
+ * crowded. One thread, before the endpoint is used. */
+void coll__t_set_segment_bytes_large(coll_transport_t *t, size_t bytes);
 /* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT;
  * its crowded one where this host's ranks outnumber `cores`. Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
 size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores);
+/* What segments may grow to on this rank: the large segment, or the
+ * crowded one where the host is crowded; never less than
+ * coll__t_segment_bytes_for. Any thread. */
+size_t coll__t_segment_bytes_max_for(const coll_transport_t *t, unsigned cores);
 /* Whether coll__t_segment_bytes_for can answer differently on the ranks of
  * one comm (their hosts, or the cores each host gives, differ): a comm then
  * agrees on one segment at creation. Any thread. */

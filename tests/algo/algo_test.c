@@ -379,6 +379,7 @@ static void run_case(at_world_t *w, int rank, const at_case_t *c, size_t ci,
     default: fill(c, rank, salt, buf, 0, c->count); break;
   }
   at_ctx(w, rank, AT_SEQ_BASE + (uint32_t)ci, c->seg, timeout_ms, &ctx);
+  ctx.seg_max_bytes = c->seg_max;
   o->status = at_call(c, &ctx, buf);
   if (o->status != COLL_OK) {
     snprintf(o->err, sizeof o->err, "%s", coll_last_error());

@@ -74,7 +74,8 @@ typedef struct at_case {
   coll_op_t op;
   size_t seg;
   int root;
-  int random; /* random floats instead of exact integers */
+  int random;     /* random floats instead of exact integers */
+  size_t seg_max; /* the context's seg_max_bytes (0: seg at every size) */
 } at_case_t;
 
 /* Per rank and case: the outcome. */

@@ -47,6 +47,7 @@ static void rank_main(int rank, int n, void *p) {
                  COLL_SUM,
                  4096,
                  n - 1,
+                 0,
                  0};
   coll_algo_ctx_t ctx;
   size_t bytes;

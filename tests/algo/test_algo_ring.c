@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -31,7 +32,7 @@ static const coll_dtype_t float_dt[] = {COLL_F16, COLL_BF16, COLL_F32,
 static size_t add(at_case_t *cs, size_t k, at_kind_t kind, size_t count,
                   coll_dtype_t dt, coll_op_t op, size_t seg, int random) {
   if (k >= MAX_CASES) return k;
-  cs[k] = (at_case_t){kind, count, dt, op, seg, 0, random};
+  cs[k] = (at_case_t){kind, count, dt, op, seg, 0, random, 0};
   return k + 1;
 }
 
@@ -142,6 +143,51 @@ static void test_allgather_ring(void **state) {
   run_worlds(make_allgather, AT_AG);
 }
 
+/* Segments grow for long blocks, to seg_max and no further: 3 ranks over
+ * the rendezvous mailbox, f32 ring allreduce with 1 KiB segments that may
+ * grow to 4 KiB (ring.c: an eighth of the longest block). Each case runs
+ * on its own, and the messages delivered are counted against the segments
+ * the rule cuts, with the results checked as everywhere else. */
+static void test_ring_segments_grow(void **state) {
+  enum { N = 3, SEG = 1024, SEG_MAX = 4096 };
+  static const struct {
+    size_t count;   /* f32 elements */
+    size_t seg_max; /* bytes */
+    size_t segs;    /* segments per block the rule gives */
+  } k[] = {
+      {N * 1024, SEG_MAX, 4},     /* 4 KiB blocks: an eighth is below SEG */
+      {N * 4096, SEG_MAX, 8},     /* 16 KiB: an eighth, 2 KiB */
+      {N * 16384, SEG_MAX, 16},   /* 64 KiB: an eighth is 8 KiB, capped */
+      {N * 16384, 0, 64},         /* no seg_max: fixed */
+      {N * 16384, SEG / 2, 64},   /* a seg_max below seg: fixed */
+      {N * 4100 + 2, SEG_MAX, 9}, /* blocks of 4101, 4101 and 4100
+                                     elements: 512-element segments */
+  };
+  at_world_t w;
+  size_t i, failed = 0;
+  (void)state;
+  assert_int_equal(at_open(&w, N, AT_MBOX_RDV), 0);
+  for (i = 0; i < sizeof k / sizeof k[0]; i++) {
+    at_case_t c = {AT_AR_RING, k[i].count, COLL_F32, COLL_SUM,
+                   SEG,        0,          0,        k[i].seg_max};
+    at_out_t out[N];
+    size_t before = mbox_messages(w.mb), got;
+    /* 2(N-1) steps, in each of which every rank sends one block. */
+    size_t want = (size_t)N * 2 * (N - 1) * k[i].segs;
+    memset(out, 0, sizeof out);
+    at_run_cases(&w, &c, 1, out, 60000);
+    failed += at_report(&w, &c, 1, out);
+    got = mbox_messages(w.mb) - before;
+    if (got != want) {
+      fprintf(stderr, "count %zu, seg_max %zu: %zu messages, not %zu\n",
+              k[i].count, k[i].seg_max, got, want);
+      failed++;
+    }
+  }
+  failed += at_close(&w);
+  assert_int_equal(failed, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_allreduce_ring),
@@ -149,6 +195,7 @@ int main(void) {
       cmocka_unit_test(test_allreduce_rh),
       cmocka_unit_test(test_reduce_scatter_ring),
       cmocka_unit_test(test_allgather_ring),
+      cmocka_unit_test(test_ring_segments_grow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@ static size_t add(at_case_t *cs, size_t k, at_kind_t kind, size_t count,
                   coll_dtype_t dt, coll_op_t op, size_t seg, int root,
                   int random) {
   if (k >= MAX_CASES) return k;
-  cs[k] = (at_case_t){kind, count, dt, op, seg, root, random};
+  cs[k] = (at_case_t){kind, count, dt, op, seg, root, random, 0};
   return k + 1;
 }
 

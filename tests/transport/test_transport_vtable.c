@@ -298,6 +298,15 @@ static void test_segment_for_crowded_hosts(void **state) {
   assert_int_equal(coll__t_segment_bytes_for(t[0], 3), 256u << 10);
   assert_int_equal(coll__t_segment_bytes_for(t[3], 1), 256u << 10);
   assert_int_equal(coll__t_segment_bytes(t[0]), 256u << 10);
+  /* What long blocks' segments grow to: nothing said, the segment itself;
+   * the large one where the host is not crowded, the crowded one where it
+   * is. */
+  assert_int_equal(coll__t_segment_bytes_max_for(t[3], 1), 256u << 10);
+  coll__t_set_segment_bytes_large(t[0], 2u << 20);
+  coll__t_set_segment_bytes_large(t[3], 2u << 20);
+  assert_int_equal(coll__t_segment_bytes_max_for(t[3], 1), 2u << 20);
+  assert_int_equal(coll__t_segment_bytes_max_for(t[0], 3), 2u << 20);
+  assert_int_equal(coll__t_segment_bytes_max_for(t[0], 2), 1u << 20);
   /* So a comm over them agrees on one (cpu_comm.c); a transport with a
    * single segment has nothing to agree on. */
   assert_true(coll__t_segment_varies(t[0]));

@@ -20,7 +20,8 @@
 
 /* How long destroy tries to get its goodbyes to the peers, in total. */
 #define GOODBYE_BUDGET_MS 1000
-/* The ring's pipeline segment over sockets. 1 MiB amortised the hand-off
+/* The ring's pipeline segment over sockets (where blocks are short, see
+ * TCP_SEGMENT_BYTES_LARGE). 1 MiB amortised the hand-off
  * of every message to the loop thread; since a waiting caller drives its
  * sockets itself (tcp_ops.c) a smaller segment overlaps the reduction
  * with the transfer for less. coll-perf --peer-protocol, 2 ranks over
@@ -47,6 +48,23 @@
  * With 2 ranks on the 2 cores 256K stays ahead (1 MiB: 3.6-4.1 against
  * 1.7-3.0). */
 #define TCP_SEGMENT_BYTES_CROWDED (1u << 20)
+/* What segments grow to for long blocks (algo/ring.c: an eighth of the
+ * block, from 256 KiB up to this). 2 ranks over loopback, bound
+ * (coll-run), coll-perf -b 1M -e 64M -n 30 -c 0, 5 interleaved runs,
+ * medians of in-place busbw, GB/s:
+ *
+ *   segment   1M    2M    4M    8M    16M   32M   64M
+ *   256K      4.17  3.74  3.86  1.68  1.76  1.73  1.74
+ *   1M        3.26  1.88  1.94  1.95  1.87  1.77  1.73
+ *   growing   3.52  3.81  4.08  1.81  1.87  1.97  1.97
+ *
+ * Blocks of up to 2 MiB keep 256 KiB (with 1 MiB a 1 MiB allreduce of 2
+ * ranks is one segment per block: nothing overlaps), longer ones take
+ * fewer, longer messages. Alone at 1 MiB (coll-perf --peer-protocol -b 1M
+ * -e 1M, 8 alternations) growing ran at 4.07 against 1.87 for 1 MiB
+ * segments at every size, and in the full peer-protocol sweep at 1.15x
+ * (16 and 64 MiB even). */
+#define TCP_SEGMENT_BYTES_LARGE (1u << 20)
 
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->frame_cap = COLL_TCP_FRAME_CAP_DEFAULT;
@@ -351,6 +369,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
                   fail);
   coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
   coll__t_set_segment_bytes_crowded(*out, TCP_SEGMENT_BYTES_CROWDED);
+  coll__t_set_segment_bytes_large(*out, TCP_SEGMENT_BYTES_LARGE);
   coll__t_set_fail_hooks(*out, coll__tcp_fail_hook, tcp_origin);
   coll__t_set_kick(*out, tcp_kick);
   if (elastic) coll__t_set_shrink_hooks(*out, coll__tcp_shrink, tcp_leave);
