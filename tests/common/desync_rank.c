@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "test_util.h"
+#include "transport/transport.h"
 
 #define DS_COUNT 1024
 #define DS_TAG 7
@@ -40,6 +42,17 @@ static void wait_others(const ds_shared_t *sh) {
   }
 }
 
+/* The odd rank enters allreduce #2 only once its own endpoint heard of
+ * the others' failure (bounded). Recursive doubling's two messages to it
+ * left before the others timed out, so if its receives matched them
+ * before it read the failure, its call would succeed. */
+static void wait_failure_heard(coll_comm_t *c) {
+  coll_transport_t *t = ((coll_cpu_t *)c->be)->t;
+  coll_origin_t o;
+  int64_t end = test_now_ms() + DS_WAIT_MS;
+  while (!coll__t_origin(t, &o) && test_now_ms() < end) test_sleep_ms(5);
+}
+
 int ds_rank(coll_comm_t *c, int rank, ds_scenario_t sc, ds_shared_t *sh) {
   float buf[DS_COUNT];
   coll_status_t s;
@@ -54,6 +67,7 @@ int ds_rank(coll_comm_t *c, int rank, ds_scenario_t sc, ds_shared_t *sh) {
   atomic_store(&sh->ready[rank], 1);
   if (rank == DS_ODD && sc == DS_SKIP) {
     wait_others(sh);
+    if (sh->heard_first) wait_failure_heard(c);
     s = coll_allreduce(c, buf, buf, DS_COUNT, COLL_F32, COLL_SUM, NULL);
   } else if (rank == DS_ODD && sc == DS_RECV) {
     s = coll_recv(c, buf, DS_COUNT, COLL_F32, 0, DS_TAG, &got);

@@ -32,6 +32,11 @@ typedef struct ds_shared {
   atomic_int ready[DS_WORLD]; /* the rank is about to enter its call */
   atomic_int recorded[DS_WORLD];
   atomic_int go; /* DS_STOPPED: the odd rank is stopped, the others go on */
+  /* DS_SKIP: the odd rank waits until its endpoint heard of the others'
+   * failure before its call (set by a transport whose endpoint reads while
+   * its rank is in user code: TCP's loop thread; shared memory learns
+   * only in the call). */
+  int heard_first;
   int status[DS_WORLD];
   char text[DS_WORLD][DS_TEXT];
 } ds_shared_t;

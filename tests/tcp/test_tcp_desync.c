@@ -71,6 +71,7 @@ static void run_tcp(ds_scenario_t sc) {
               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   assert_true(a.sh != MAP_FAILED);
   ds_shared_init(a.sh);
+  a.sh->heard_first = 1;
   assert_int_equal(tt_job_init(&job, "127.0.0.1", NULL), 0);
   /* Recursive doubling with the check folded in lets ranks whose partners
    * all ran finish a small allreduce without the stopped rank's last
