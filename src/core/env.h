@@ -66,8 +66,8 @@
     "on comms that span hosts), 1 (always), 0 (never)")                         \
   X(SEGMENT_BYTES, "COLL_SEGMENT_BYTES",                                        \
     "pipeline segment of the CPU ring, bytes, at every size (default: 256 "     \
-    "KiB; over TCP an eighth of a ring block up to 1 MiB, and 1 MiB where a "   \
-    "host's ranks outnumber its cores)")                                        \
+    "KiB; over TCP within a host an eighth of a ring block up to 1 MiB; 1 "     \
+    "MiB where a host's ranks outnumber its cores)")                            \
   X(CHECK_MISMATCH, "COLL_CHECK_MISMATCH",                                      \
     "1 (default): ranks verify they agree on count/dtype/op; 0: skip")          \
   X(SIMD, "COLL_SIMD",                                                          \

@@ -156,6 +156,11 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__host_cores());
   cpu->seg_max_bytes =
       coll__t_segment_bytes_max_for(cpu->t, coll__host_cores());
+  /* Segments grow against each message's own cost, which a slow link
+   * hides, while a longer one fills the ring's pipeline later: 4 hosts on
+   * 1 Gbit/s links (bench/multihost.sh 4x1, 4 runs), 64 MiB ran at 0.116
+   * GB/s growing against 0.117 with 256 KiB. So only within a host. */
+  if (cpu->topo.nhosts > 1) cpu->seg_max_bytes = cpu->seg_bytes;
   cpu->seg_agree = coll__t_segment_varies(cpu->t);
   if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64) {
     /* The one segment at every size, the same on every rank

@@ -4,12 +4,13 @@
  * its cores takes longer segments (tcp_transport.c), and the ring's
  * receiver posts one receive per segment of its own size, so ranks that
  * cut differently fail with a length mismatch. Ranks are threads of this
- * process over TCP on 127.0.0.1; the host identity test hook puts one rank
- * more than this host's cores on host A (crowded) and the last rank alone
- * on host B. Each rank checks that the transport alone would have split
- * them, that the comm agreed on one segment, and a ring allreduce and a
- * broadcast of several segments per rank against the serial result, bit
- * for bit. */
+ * process over TCP on 127.0.0.1, placed by the host identity test hook:
+ * one rank more than this host's cores on host A (crowded) and the last
+ * rank alone on host B; a rank on each of three hosts; two ranks on one
+ * host. Each rank checks what the transport alone would choose, what the
+ * comm agreed on (the segment, and what it grows to: within a host only),
+ * and a ring allreduce and a broadcast of several segments per rank
+ * against the serial result, bit for bit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,13 +35,14 @@
 
 typedef struct job {
   int port;
-  int world; /* ranks 0..world-2 on A, world-1 on B */
+  int world;
   size_t count;
   const char *hosts[WORLD_MAX];
+  size_t own[WORLD_MAX]; /* the transport's answer each rank must see */
   coll_status_t s[WORLD_MAX];
   char why[WORLD_MAX][COLL_ERRMSG_MAX];
   char wrong[WORLD_MAX][160];
-  size_t seg[WORLD_MAX];
+  size_t seg[WORLD_MAX], seg_max[WORLD_MAX]; /* what each comm cuts */
 } job_t;
 
 /* Whole numbers well inside f32's exact range: any summation order gives
@@ -104,15 +106,15 @@ static void rank_main(int rank, int world, void *arg) {
   cfg.ifname = "lo";
   j->s[rank] = coll_tcp_create(&cfg, &t);
   if (j->s[rank] != COLL_OK) goto out;
-  /* The transport's own choice: 1 MiB on crowded A, 256 KiB on B. */
   own = coll__t_segment_bytes_for(t, coll__host_cores());
-  if (own != (rank < world - 1 ? 1u << 20 : 256u << 10))
+  if (own != j->own[rank])
     snprintf(j->wrong[rank], sizeof j->wrong[rank],
-             "the transport chose %zu-byte segments on host %c", own,
-             rank < world - 1 ? 'A' : 'B');
+             "the transport chose %zu-byte segments on host %s, not %zu", own,
+             j->hosts[rank], j->own[rank]);
   j->s[rank] = coll_comm_create(t, NULL, &c);
   if (j->s[rank] != COLL_OK) goto out;
   j->seg[rank] = ((coll_cpu_t *)c->be)->seg_bytes;
+  j->seg_max[rank] = ((coll_cpu_t *)c->be)->seg_max_bytes;
   check_allreduce(j, rank, c);
   if (j->s[rank] == COLL_OK && j->wrong[rank][0] == '\0')
     check_broadcast(j, rank, c);
@@ -122,6 +124,28 @@ out:
   coll_comm_destroy(c);
 }
 
+/* Runs j's ranks (hosts, the transport's answers and the count set) and
+ * checks that every comm cuts seg bytes, growing up to seg_max. */
+static void run(job_t *j, size_t seg, size_t seg_max) {
+  int r;
+  j->port = bt_free_port("127.0.0.1");
+  assert_true(j->port > 0);
+  coll__host_id_test_hook =
+      (coll_host_id_test_hook_t){-1, NULL, j->hosts, j->world};
+  test_run_ranks(j->world, rank_main, j, 120000, "ranks on faked hosts");
+  coll__host_id_test_hook = (coll_host_id_test_hook_t){-1, NULL, NULL, 0};
+  for (r = 0; r < j->world; r++) {
+    if (j->s[r] != COLL_OK) fail_msg("rank %d: %s", r, j->why[r]);
+    if (j->wrong[r][0] != '\0') fail_msg("rank %d: %s", r, j->wrong[r]);
+  }
+  for (r = 0; r < j->world; r++)
+    if (j->seg[r] != seg || j->seg_max[r] != seg_max)
+      fail_msg("rank %d cuts %zu-byte segments growing to %zu, not %zu to %zu",
+               r, j->seg[r], j->seg_max[r], seg, seg_max);
+}
+
+/* Host A crowded (one rank more than the cores), B not: the longest any
+ * rank chose, on every rank. */
 static void test_one_segment_across_hosts(void **state) {
   unsigned cores = coll__host_cores();
   job_t *j;
@@ -136,30 +160,60 @@ static void test_one_segment_across_hosts(void **state) {
   assert_non_null(j);
   j->world = (int)cores + 2;
   j->count = (size_t)j->world * PER_RANK;
-  for (r = 0; r < j->world; r++)
-    j->hosts[r] = r < j->world - 1 ? "A/net:1/ipc:1" : "B/net:2/ipc:2";
-  j->port = bt_free_port("127.0.0.1");
-  assert_true(j->port > 0);
-  coll__host_id_test_hook =
-      (coll_host_id_test_hook_t){-1, NULL, j->hosts, j->world};
-  test_run_ranks(j->world, rank_main, j, 120000, "ranks on hosts A and B");
-  coll__host_id_test_hook = (coll_host_id_test_hook_t){-1, NULL, NULL, 0};
   for (r = 0; r < j->world; r++) {
-    if (j->s[r] != COLL_OK) fail_msg("rank %d: %s", r, j->why[r]);
-    if (j->wrong[r][0] != '\0') fail_msg("rank %d: %s", r, j->wrong[r]);
+    j->hosts[r] = r < j->world - 1 ? "A/net:1/ipc:1" : "B/net:2/ipc:2";
+    j->own[r] = r < j->world - 1 ? 1u << 20 : 256u << 10;
   }
-  /* The longest any rank chose. */
-  for (r = 0; r < j->world; r++)
-    if (j->seg[r] != 1u << 20)
-      fail_msg("rank %d cuts %zu-byte segments, not 1 MiB", r, j->seg[r]);
+  run(j, 1u << 20, 1u << 20);
+  free(j);
+}
+
+/* A rank alone on each of 3 hosts: 256 KiB, and no growing across hosts
+ * (cpu_comm.c: a slow link hides a message's own cost). */
+static void test_no_growth_across_hosts(void **state) {
+  static const char *const hosts[3] = {"A/net:1/ipc:1", "B/net:2/ipc:2",
+                                       "C/net:3/ipc:3"};
+  job_t *j = calloc(1, sizeof *j);
+  int r;
+  (void)state;
+  assert_non_null(j);
+  j->world = 3;
+  j->count = (size_t)j->world * PER_RANK;
+  for (r = 0; r < j->world; r++) {
+    j->hosts[r] = hosts[r];
+    j->own[r] = 256u << 10;
+  }
+  run(j, 256u << 10, 256u << 10);
+  free(j);
+}
+
+/* Two ranks on one host with a core each: 256 KiB growing to 1 MiB. */
+static void test_growth_within_a_host(void **state) {
+  job_t *j;
+  (void)state;
+  if (coll__host_cores() < 2) {
+    print_message("two ranks crowd a host of one core\n");
+    skip();
+    return;
+  }
+  j = calloc(1, sizeof *j);
+  assert_non_null(j);
+  j->world = 2;
+  j->count = (size_t)j->world * PER_RANK;
+  j->hosts[0] = j->hosts[1] = "A/net:1/ipc:1";
+  j->own[0] = j->own[1] = 256u << 10;
+  run(j, 256u << 10, 1u << 20);
   free(j);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_segment_across_hosts),
+      cmocka_unit_test(test_no_growth_across_hosts),
+      cmocka_unit_test(test_growth_within_a_host),
   };
   setenv("COLL_ALGO", "ring", 1);
+  setenv("COLL_TRANSPORT", "tcp", 1); /* also for ranks of one host */
   unsetenv("COLL_SEGMENT_BYTES");
   setenv("COLL_BACKEND", "cpu", 1);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -49,9 +49,9 @@
  * 1.7-3.0). */
 #define TCP_SEGMENT_BYTES_CROWDED (1u << 20)
 /* What segments grow to for long blocks (algo/ring.c: an eighth of the
- * block, from 256 KiB up to this). 2 ranks over loopback, bound
- * (coll-run), coll-perf -b 1M -e 64M -n 30 -c 0, 5 interleaved runs,
- * medians of in-place busbw, GB/s:
+ * block, from 256 KiB up to this; within a host only, cpu_comm.c). 2
+ * ranks over loopback, bound (coll-run), coll-perf -b 1M -e 64M -n 30
+ * -c 0, 5 interleaved runs, medians of in-place busbw, GB/s:
  *
  *   segment   1M    2M    4M    8M    16M   32M   64M
  *   256K      4.17  3.74  3.86  1.68  1.76  1.73  1.74
