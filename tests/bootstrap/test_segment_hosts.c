@@ -10,7 +10,8 @@
  * host. Each rank checks what the transport alone would choose, what the
  * comm agreed on (the segment, and what it grows to: within a host only),
  * and a ring allreduce and a broadcast of several segments per rank
- * against the serial result, bit for bit. */
+ * against the serial result, bit for bit. And rank processes: one that
+ * dies before the agreement fails the others' creation, naming it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -206,11 +209,95 @@ static void test_growth_within_a_host(void **state) {
   free(j);
 }
 
+/* ---- a rank that dies before the agreement -------------------------------
+ * Rank processes over TCP; rank 2 builds its transport and exits before
+ * coll_comm_create: the others' creation, which agrees on the segment
+ * through rank 2, must fail naming it, promptly (not at the comm's 20 s
+ * timeout), and leave no comm. */
+
+#define DIE_WORLD 3
+#define DIE_VICTIM 2
+
+typedef struct die_out {
+  int status[DIE_WORLD];
+  char msg[DIE_WORLD][COLL_ERRMSG_MAX];
+  int64_t took_ms[DIE_WORLD];
+} die_out_t;
+
+typedef struct die_arg {
+  die_out_t *out; /* MAP_SHARED */
+  int port, rank;
+} die_arg_t;
+
+static int die_rank(void *p) {
+  die_arg_t *a = p;
+  coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT;
+  coll_transport_t *t = NULL;
+  coll_comm_t *c = NULL;
+  coll_comm_config_t cc = COLL_COMM_CONFIG_INIT;
+  coll_status_t s;
+  int64_t t0;
+  cfg.rank = a->rank;
+  cfg.world = DIE_WORLD;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = a->port;
+  cfg.timeout_ms = 20000;
+  cfg.ifname = "lo";
+  s = coll_tcp_create(&cfg, &t);
+  if (s != COLL_OK) {
+    a->out->status[a->rank] = s;
+    snprintf(a->out->msg[a->rank], COLL_ERRMSG_MAX, "tcp_create: %s",
+             coll_last_error());
+    return 1;
+  }
+  if (a->rank == DIE_VICTIM) _exit(0);
+  cc.timeout_ms = 20000;
+  t0 = test_now_ms();
+  s = coll_comm_create(t, &cc, &c);
+  a->out->took_ms[a->rank] = test_now_ms() - t0;
+  a->out->status[a->rank] = s;
+  snprintf(a->out->msg[a->rank], COLL_ERRMSG_MAX, "%s",
+           s == COLL_OK ? "" : coll_last_error());
+  if (c != NULL) coll_comm_destroy(c);
+  return 0;
+}
+
+static void test_rank_dies_before_the_agreement(void **state) {
+  die_out_t *out = mmap(NULL, sizeof *out, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  die_arg_t args[DIE_WORLD];
+  pid_t pids[DIE_WORLD];
+  int port = bt_free_port("127.0.0.1"), r;
+  (void)state;
+  assert_true(out != MAP_FAILED);
+  assert_true(port > 0);
+  memset(out, 0, sizeof *out);
+  for (r = 0; r < DIE_WORLD; r++) {
+    args[r] = (die_arg_t){out, port, r};
+    pids[r] = bt_fork(die_rank, &args[r]);
+    assert_true(pids[r] > 0);
+  }
+  for (r = 0; r < DIE_WORLD; r++)
+    if (bt_wait_child(pids[r], 60000) != 0)
+      fail_msg("rank %d did not end well: %s", r, out->msg[r]);
+  for (r = 0; r < DIE_WORLD; r++) {
+    if (r == DIE_VICTIM) continue;
+    if (out->status[r] != COLL_ERR_PEER_LOST ||
+        strstr(out->msg[r], "rank 2") == NULL)
+      fail_msg("rank %d: want ERR_PEER_LOST naming rank 2, got %s: %s", r,
+               coll_status_name((coll_status_t)out->status[r]), out->msg[r]);
+    if (out->took_ms[r] > 10000)
+      fail_msg("rank %d took %lld ms to fail", r, (long long)out->took_ms[r]);
+  }
+  munmap(out, sizeof *out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_segment_across_hosts),
       cmocka_unit_test(test_no_growth_across_hosts),
       cmocka_unit_test(test_growth_within_a_host),
+      cmocka_unit_test(test_rank_dies_before_the_agreement),
   };
   setenv("COLL_ALGO", "ring", 1);
   setenv("COLL_TRANSPORT", "tcp", 1); /* also for ranks of one host */
