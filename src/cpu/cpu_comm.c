@@ -145,6 +145,7 @@ coll_status_t coll__cpu_env_check(void) {
 /* Checked by coll__cpu_env_check before. */
 static void read_tuning(coll_cpu_t *cpu) {
   int64_t v;
+  unsigned cores = coll__host_cores(); /* reads the cgroup files */
   cpu->algo = (cpu_algo_t)env_algo();
   cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
   if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
@@ -153,9 +154,8 @@ static void read_tuning(coll_cpu_t *cpu) {
   cpu->rh_threshold = SIZE_MAX;
   /* The transport knows what it moves best, on a host with a core per
    * rank or fewer; COLL_SEGMENT_BYTES wins. */
-  cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, coll__host_cores());
-  cpu->seg_max_bytes =
-      coll__t_segment_bytes_max_for(cpu->t, coll__host_cores());
+  cpu->seg_bytes = coll__t_segment_bytes_for(cpu->t, cores);
+  cpu->seg_max_bytes = coll__t_segment_bytes_max_for(cpu->t, cores);
   /* Segments grow against each message's own cost, which a slow link
    * hides, while a longer one fills the ring's pipeline later: 4 hosts on
    * 1 Gbit/s links (bench/multihost.sh 4x1, 4 runs), 64 MiB ran at 0.116

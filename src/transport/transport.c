@@ -135,8 +135,8 @@ size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores) {
 
 size_t coll__t_segment_bytes_max_for(const coll_transport_t *t,
                                      unsigned cores) {
-  size_t floor = coll__t_segment_bytes_for(t, cores);
-  if (crowded(t, cores)) return floor;
+  size_t floor = coll__t_segment_bytes(t);
+  if (crowded(t, cores)) return t->seg_crowded;
   return t->seg_large > floor ? t->seg_large : floor;
 }
 
