@@ -108,6 +108,10 @@ static inline int coll__ctx_pos(const coll_algo_ctx_t *ctx, int r) {
 /* Allreduce of count elements of dt in place on buf. */
 coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t count, coll_dtype_t dt, coll_op_t op);
+/* The ring allreduce of a world of 2, its two passes woven into one
+ * stream (allreduce_pair.c); coll__allreduce_ring runs it there. */
+coll_status_t coll__allreduce_pair(const coll_algo_ctx_t *ctx, void *buf,
+                                   size_t count, coll_dtype_t dt, coll_op_t op);
 coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
                                  size_t count, coll_dtype_t dt, coll_op_t op);
 /* Reduce-scatter by recursive halving, allgather by recursive doubling:

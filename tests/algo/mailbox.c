@@ -45,6 +45,9 @@ struct mbox_world {
   int n, eager, refs;
   size_t messages;
   mep_t *eps;
+  size_t nlog; /* sends logged */
+  int log_src[MBOX_LOG];
+  size_t log_len[MBOX_LOG];
 };
 
 static void list_push(mlist_t *l, mreq_t *r) {
@@ -203,6 +206,10 @@ static coll_status_t mb_isend(void *ctx, int peer, uint32_t tag,
   }
   m->sbuf = buf;
   m->hash = hash_bytes(buf, len);
+  if (w->nlog < MBOX_LOG) {
+    w->log_src[w->nlog] = ep->rank;
+    w->log_len[w->nlog++] = len;
+  }
   *req = m;
   r = list_take(&w->eps[peer].posted, match_key, &k);
   if (r != NULL) {
@@ -433,6 +440,18 @@ size_t mbox_messages(mbox_world_t *w) {
   size_t n;
   uv_mutex_lock(&w->mu);
   n = w->messages;
+  uv_mutex_unlock(&w->mu);
+  return n;
+}
+
+size_t mbox_sent_lengths(mbox_world_t *w, int src, size_t *lens, size_t max) {
+  size_t i, n = 0;
+  uv_mutex_lock(&w->mu);
+  for (i = 0; i < w->nlog; i++)
+    if (w->log_src[i] == src) {
+      if (n < max) lens[n] = w->log_len[i];
+      n++;
+    }
   uv_mutex_unlock(&w->mu);
   return n;
 }

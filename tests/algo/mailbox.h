@@ -23,6 +23,11 @@ int mbox_create(int world, int eager, coll_transport_t **out, mbox_world_t **w);
 size_t mbox_live(mbox_world_t *w, int rank);
 /* Messages sent and received so far, over all endpoints. */
 size_t mbox_messages(mbox_world_t *w);
+/* The lengths of the messages endpoint src sent, in the order it sent
+ * them, from the world's creation (its first MBOX_LOG sends in all): up to
+ * max into lens. Returns how many src sent within the log. */
+#define MBOX_LOG 256
+size_t mbox_sent_lengths(mbox_world_t *w, int src, size_t *lens, size_t max);
 void mbox_world_release(mbox_world_t *w);
 
 #endif

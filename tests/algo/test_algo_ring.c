@@ -188,6 +188,56 @@ static void test_ring_segments_grow(void **state) {
   assert_int_equal(failed, 0);
 }
 
+/* Two ranks weave the ring's passes into one stream (allreduce_pair.c):
+ * with 256 KiB segments two raw segments lead, and each reduced segment
+ * follows the next raw one. f32 sums of 8 segments' worth plus one
+ * element: half 0 (reduced by rank 1) is 4 segments and 1 element, half 1
+ * is 4 segments. Rank 0 sends X0 X1 X2 R0 X3 R1 X4 R2 R3: its one-element
+ * message, X4, is its seventh (the ring sends all five raw segments first,
+ * X4 fifth). Over every transport, the mailbox ones logging the order;
+ * more counts and dtypes where the halves' segments differ in number and
+ * one half is empty, the results checked against the serial ones. */
+static void test_ring_pair_weave(void **state) {
+  enum { SEG = 256 << 10, E = SEG / 4 };
+  static const at_case_t cases[] = {
+      {AT_AR_RING, 8 * E + 1, COLL_F32, COLL_SUM, SEG, 0, 1, 0},
+      {AT_AR_RING, 8 * E + 1, COLL_F32, COLL_MAX, SEG, 0, 0, 0},
+      {AT_AR_RING, 40 * E + 3, COLL_F16, COLL_SUM, SEG, 0, 1, 0},
+      {AT_AR_RING, 6 * E - 1, COLL_BF16, COLL_MIN, SEG, 0, 0, 0},
+      {AT_AR_RING, 3 * E, COLL_F64, COLL_SUM, SEG, 0, 1, 0},
+      {AT_AR_RING, 17 * E + 5, COLL_I8, COLL_MAX, 4096, 0, 0, 0},
+      {AT_AR_RING, 1, COLL_F32, COLL_SUM, SEG, 0, 0, 0},
+      {AT_AR_RING, 2 * E + 1, COLL_I64, COLL_PROD, 8, 0, 0, 0},
+  };
+  size_t failed = 0;
+  int tp;
+  (void)state;
+  for (tp = 0; tp < AT_NTP; tp++) {
+    at_world_t w;
+    at_out_t out[2];
+    size_t lens[16], n, i, want = 6;
+    assert_int_equal(at_open(&w, 2, (at_tp_t)tp), 0);
+    memset(out, 0, sizeof out);
+    at_run_cases(&w, &cases[0], 1, out, 60000);
+    failed += at_report(&w, &cases[0], 1, out);
+    if (w.mb != NULL) {
+      n = mbox_sent_lengths(w.mb, 0, lens, 16);
+      for (i = 0; i < n && i < 16 && lens[i] != 4; i++) continue;
+      if (n != 9 || i != want) {
+        fprintf(stderr,
+                "%s: rank 0 sent %zu messages, the 4-byte one %zu-th"
+                " (want 9, and %zu-th)\n",
+                at_tp_name((at_tp_t)tp), n, i + 1, want + 1);
+        failed++;
+      }
+    }
+    failed += at_close(&w);
+    failed += at_run_world((at_tp_t)tp, 2, cases + 1,
+                           sizeof cases / sizeof cases[0] - 1);
+  }
+  assert_int_equal(failed, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_allreduce_ring),
@@ -196,6 +246,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_scatter_ring),
       cmocka_unit_test(test_allgather_ring),
       cmocka_unit_test(test_ring_segments_grow),
+      cmocka_unit_test(test_ring_pair_weave),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
