@@ -66,7 +66,7 @@ typedef struct pair {
   algo_req_t send[PAIR_SEND_CAP];
   pair_item_t send_what[PAIR_SEND_CAP];
   size_t send_head, send_count;
-  size_t sent, posted, waited; /* items sent, receives posted, waited */
+  size_t sent, posted;  /* items of the order sent, receives posted */
   size_t done_reducing; /* X receipts added in: R_k may go once k < this */
 } pair_t;
 
@@ -115,18 +115,16 @@ static coll_status_t send_reap_one(pair_t *P) {
 static coll_status_t send_fill(pair_t *P) {
   while (P->sent < P->nitems) {
     pair_item_t it = item(P, P->sent);
-    size_t off, len = seg_of(P, sent_half(P, it), it.k, &off);
-    if (it.reduced && it.k >= P->done_reducing) break;
-    if (len > 0) {
-      size_t i;
-      if (P->send_count == PAIR_SEND_CAP) COLL_CHECK(send_reap_one(P));
-      i = (P->send_head + P->send_count) % PAIR_SEND_CAP;
-      P->send_what[i] = it;
-      COLL_CHECK(coll__algo_isend(&P->run, &P->send[i], P->peer,
-                                  P->buf + off * P->esz, len * P->esz));
-      P->send_count++;
-    }
+    size_t off, len = seg_of(P, sent_half(P, it), it.k, &off), i;
+    if (len > 0 && it.reduced && it.k >= P->done_reducing) break;
     P->sent++;
+    if (len == 0) continue;
+    if (P->send_count == PAIR_SEND_CAP) COLL_CHECK(send_reap_one(P));
+    i = (P->send_head + P->send_count) % PAIR_SEND_CAP;
+    P->send_what[i] = it;
+    COLL_CHECK(coll__algo_isend(&P->run, &P->send[i], P->peer,
+                                P->buf + off * P->esz, len * P->esz));
+    P->send_count++;
   }
   return COLL_OK;
 }
