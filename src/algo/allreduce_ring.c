@@ -12,10 +12,11 @@ coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    coll_op_t op) {
   coll_ring_pass_t p;
   int n = ctx->world;
+  /* It looks up the kernel and judges the count itself. */
+  if (n == 2) return coll__allreduce_pair(ctx, buf, count, dt, op);
   p.fn = coll__algo_kernel("ring allreduce", dt, op);
   if (p.fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
-  if (n == 2) return coll__allreduce_pair(ctx, buf, count, dt, op);
   p.what = "ring allreduce";
   p.buf = buf;
   p.esz = coll_dtype_size(dt);
