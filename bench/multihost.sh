@@ -20,7 +20,7 @@
 # CC          TCP congestion control inside every host (default: what the
 #             machine has; e.g. cubic or bbr, from
 #             net.ipv4.tcp_available_congestion_control). It matters for
-#             long transfers over tbf: see the README's multi-host table.
+#             long transfers over tbf: see docs/performance.md, across hosts.
 #             For libcoll's connections alone, the variant
 #             coll:COLL_TCP_CONGESTION=cubic chooses without it.
 # REPS        runs of each variant (default 1; medians when more)

@@ -12,7 +12,7 @@ The data is synthetic and deterministic (seeded per rank), so two runs
 with the same world size see the same numbers; --bf16-grads reduces the
 gradients in bfloat16 (a DDP comm hook), which gloo cannot do. For coll,
 python/coll must be importable and COLL_LIBRARY name the libcoll.so the
-extension was built beside (see the README's PyTorch section).
+extension was built beside (see docs/pytorch.md).
 """
 import argparse
 import datetime

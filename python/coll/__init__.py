@@ -9,8 +9,7 @@ tensors, without copies.
     comm.allreduce(x)                     # in place; allreduce(x, y) out of place
 
 The library is COLL_LIBRARY if set, else found beside the package, in the
-source tree's build/, or installed (libcoll.so.0). See the README's Python
-section. torch.distributed support lives in coll.distributed (imported on
+source tree's build/, or installed (libcoll.so.0). See docs/python.md. torch.distributed support lives in coll.distributed (imported on
 demand, not here).
 """
 from ._lib import version as _libversion

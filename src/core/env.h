@@ -15,7 +15,7 @@
 #define COLL_ENV_STR_(x) #x
 #define COLL_ENV_XSTR_(x) COLL_ENV_STR_(x)
 
-/* X(id, name, meaning). The README's table mirrors this list; the
+/* X(id, name, meaning). docs/environment.md mirrors this list; the
  * `coll-perf --env` option prints it. */
 #define COLL_ENV_MAP(X)                                                         \
   X(RANK, "RANK", "this process's rank, 0..WORLD_SIZE-1 (env:// init)")         \

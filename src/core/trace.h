@@ -3,8 +3,8 @@
  * (sequence number, op, dtype, count, root, start and end, status, the peer
  * a failed one waited on) in a ring, and writes them as JSON when a
  * collective times out, when the comm is aborted, and on SIGUSR1. Only when
- * COLL_TRACE_FILE is set; N is COLL_TRACE_ENTRIES. See the README's "Flight
- * recorder".
+ * COLL_TRACE_FILE is set; N is COLL_TRACE_ENTRIES. See
+ * docs/flight-recorder.md.
  *
  * Locks: each recorder has its own mutex (a leaf: nothing else is taken
  * under it), held for a few stores per collective, so a dump from another

@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
   if (rc >= 0) return rc;
   /* Ranks that float share cores at random: on a small host two ranks
    * woken by each other's loopback traffic often end up on one core and
-   * halve a 1 MiB allreduce (README, Performance). */
+   * halve a 1 MiB allreduce (docs/performance.md). */
   if (o.bind && sched_getaffinity(0, sizeof o.cpus, &o.cpus) != 0) {
     run_msg(
         "--bind block: cannot read the CPUs this process may use (%s); "

@@ -106,7 +106,7 @@ static void sysctl_line(const char *path, char *buf, size_t cap) {
  * an error here that says what this host offers, not a mesh that fails
  * later. (Why a job would choose: on bench/multihost.sh's shaped links
  * BBR, where it is the host's default, sends about 3 % of the bytes again;
- * see README, "Measuring it".) */
+ * see docs/multihost.md, "Measuring it".) */
 static coll_status_t congestion_from_env(coll_tcp_xopts_t *x) {
   const char *v = coll__env(COLL_ENV_TCP_CONGESTION);
   const char *why, *list, *who;
