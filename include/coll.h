@@ -1,6 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* coll.h: the public API of libcoll, collective communication for training.
  *
+ * Quick reference: what a first program needs (search for the names).
+ *   ranks as threads     coll_inproc_create(world, ends), then on each rank
+ *                        thread coll_comm_create(ends[rank], NULL, &comm)
+ *   ranks as processes   coll_comm_init_env(NULL, &comm): RANK, WORLD_SIZE,
+ *                        MASTER_ADDR, MASTER_PORT from the launcher
+ *   collectives          coll_allreduce, coll_broadcast, coll_allgather,
+ *                        coll_reduce_scatter, coll_reduce, coll_barrier,
+ *                        coll_send, coll_recv
+ *   nonblocking          coll_iallreduce ... then coll_wait or coll_test
+ *   errors               a coll_status_t from every call; coll_last_error()
+ *                        says what failed, where and which peer
+ *   a watchdog           coll_comm_abort_handle, coll_abort (any thread)
+ *   the end              coll_comm_destroy
+ * The manual (docs/README.md in the source tree) walks through them; this
+ * header is the reference.
+ *
  * How to read this header. Each function's comment says what it does, who
  * owns what afterwards, whether and how long it blocks, which statuses it
  * returns and, last, which threads may call it. Rules that hold for every
@@ -572,8 +588,8 @@ typedef struct coll_store_ops {
  * caller's store instead of a store libcoll serves: the same comm
  * coll_comm_init_env makes (CPU ring over TCP, or NCCL when COLL_BACKEND
  * selects it and it is usable, its unique id carried by the store), with
- * the same setup guarantees (README, "Setup: all or nothing, compatible,
- * not stallable").
+ * the same setup guarantees (docs/wire-and-security.md, "Setup: all or
+ * nothing, compatible, not stallable").
  *
  * Every rank calls it once with the same world and a rank of its own.
  * First each rank sets "coll/compat/<rank>" (its library version, wire
@@ -717,7 +733,7 @@ COLL_API coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm,
  * by coll_abort(). A nonblocking call never waits for peers (NCCL comms:
  * see below for first-use connects).
  *
- * NCCL comms differ (README, "What differs on NCCL comms"):
+ * NCCL comms differ (docs/nccl.md, "What differs on NCCL comms"):
  *  - blocking: the host waits until the GPU finished the work; a
  *    nonblocking call is on `stream` once NCCL took it, and coll_wait waits
  *    for the GPU. The timeout counts from when the work can start on the
