@@ -233,6 +233,10 @@ void bt_must_contain(const char *text, const char *part) {
   if (strstr(text, part) == NULL) fail_msg("'%s' is not in: %s", part, text);
 }
 
+void bt_must_not_contain(const char *text, const char *part) {
+  if (strstr(text, part) != NULL) fail_msg("'%s' is in: %s", part, text);
+}
+
 /* ---- values for the shared-memory tests --------------------------------- */
 
 static uint32_t mix(uint32_t x) {

@@ -55,6 +55,8 @@ void bt_expect_same_failure(const coll_status_t *s,
                             const int *ranks, int n, coll_status_t want);
 /* Fails the test unless `part` is in `text`. */
 void bt_must_contain(const char *text, const char *part);
+/* Fails the test if `part` is in `text`. */
+void bt_must_not_contain(const char *text, const char *part);
 
 /* Forks a child that runs fn(arg) and _exits with its return value. */
 pid_t bt_fork(int (*fn)(void *), void *arg);

@@ -205,20 +205,24 @@ static const char *out_why(const tcp_mesh_t *m, int j, char *buf, size_t cap) {
   return buf;
 }
 
-/* "1, 3 (rank 1 at 10.0.0.2:4000: connection refused; rank 3 ...)" for
- * the ranks whose connection is missing on one side, or "none". */
-static void missing_list(const tcp_mesh_t *m, int lower, char *buf,
-                         size_t cap) {
-  char why[TCP_WHY_MAX + 48], *det = malloc(cap);
+/* "rank 1 (rank 1 at 10.0.0.2:4000: connection refused)" or "ranks 1, 3
+ * (...; ...)" for the ranks whose connection is missing on one side;
+ * returns their number (0: buf is empty). */
+static int missing_list(const tcp_mesh_t *m, int lower, char *buf, size_t cap) {
+  char why[TCP_WHY_MAX + 48], *ids = malloc(cap), *det = malloc(cap);
   int j, n = 0;
   size_t used = 0, dused = 0;
   buf[0] = '\0';
-  if (det == NULL) return;
-  det[0] = '\0';
+  if (ids == NULL || det == NULL) {
+    free(ids);
+    free(det);
+    return 0;
+  }
+  ids[0] = det[0] = '\0';
   for (j = 0; j < m->o->world && used + 16 < cap; j++) {
     if (j == m->o->rank || m->fds[j] >= 0 || (j < m->o->rank) != lower)
       continue;
-    used += (size_t)snprintf(buf + used, cap - used, "%s%d", n ? ", " : "", j);
+    used += (size_t)snprintf(ids + used, cap - used, "%s%d", n ? ", " : "", j);
     if (dused + 40 < cap && lower)
       dused += (size_t)snprintf(det + dused, cap - dused, "%srank %d at %s: %s",
                                 n ? "; " : "", j, m->outs[j].where,
@@ -229,21 +233,23 @@ static void missing_list(const tcp_mesh_t *m, int lower, char *buf,
           m->why[j][0] ? m->why[j] : "no valid handshake arrived");
     n++;
   }
-  if (n == 0)
-    snprintf(buf, cap, "none");
-  else if (used + 4 < cap)
-    snprintf(buf + used, cap - used, " (%s)", det);
+  if (n > 0) snprintf(buf, cap, "rank%s %s (%s)", n > 1 ? "s" : "", ids, det);
+  free(ids);
   free(det);
+  return n;
 }
 
+/* Names only the sides that miss something: the dialled connections to
+ * lower ranks, the accepted ones from higher ranks, or both. */
 static coll_status_t timed_out(tcp_mesh_t *m) {
   char lo[COLL_ERRMSG_MAX / 2], hi[COLL_ERRMSG_MAX / 3];
-  missing_list(m, 1, lo, sizeof lo);
-  missing_list(m, 0, hi, sizeof hi);
-  return coll__err(COLL_ERR_TIMEOUT,
-                   "tcp: rank %d: mesh not connected within %lld ms: no "
-                   "connection to ranks %s; none from ranks %s",
-                   m->o->rank, (long long)m->o->timeout_ms, lo, hi);
+  int nlo = missing_list(m, 1, lo, sizeof lo);
+  int nhi = missing_list(m, 0, hi, sizeof hi);
+  return coll__err(
+      COLL_ERR_TIMEOUT,
+      "tcp: rank %d: mesh not connected within %lld ms: %s%s%s%s%s", m->o->rank,
+      (long long)m->o->timeout_ms, nlo > 0 ? "no connection to " : "", lo,
+      nlo > 0 && nhi > 0 ? "; " : "", nhi > 0 ? "no connection from " : "", hi);
 }
 
 /* One round: dial what is due, poll everything, move bytes. */
