@@ -7,11 +7,22 @@ Where the library comes from, first match wins:
   2. a libcoll.so.0 (or libcoll.so) beside this package's files;
   3. the CMake build tree, when the package is imported from the source
      tree (python/coll inside a checkout with include/coll.h): build/src/;
-  4. the installed library: ctypes.util.find_library("coll"), libcoll.so.0.
+  4. the library directories of this interpreter's prefix (a virtual
+     environment that libcoll was installed into: cmake --install build
+     --prefix .venv);
+  5. the installed library, as the loader finds it (its cache after
+     ldconfig, LD_LIBRARY_PATH): ctypes.util.find_library("coll"),
+     libcoll.so.0.
+
+`path` is the file the loader mapped, found with dladdr() (or the
+process's map when that fails), never a bare name: the torch backend's
+module is looked up beside it.
 """
 import ctypes
 import ctypes.util
 import os
+import sys
+import sysconfig
 
 # The binding mirrors coll.h 0.1: any 0.x library from 0.1 on keeps what it
 # declares (coll.h's compatibility promise), a 1.x library may not.
@@ -52,6 +63,16 @@ class CommConfig(ctypes.Structure):
         return cls(ctypes.sizeof(cls), 0, None, None, cls.MAGIC)
 
 
+def prefix_libdirs(prefix):
+    """The directories a CMake install under `prefix` may put libraries in:
+    lib, lib64 and Debian's multiarch lib/<triplet>."""
+    dirs = [os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs.append(os.path.join(prefix, "lib", multiarch))
+    return dirs
+
+
 def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("libcoll.so.0", "libcoll.so"):
@@ -59,6 +80,9 @@ def _candidates():
     root = os.path.dirname(os.path.dirname(here))
     if os.path.isfile(os.path.join(root, "include", "coll.h")):
         yield os.path.join(root, "build", "src", "libcoll.so.0")
+    if sys.prefix != sys.base_prefix:  # a virtual environment's own prefix
+        for d in prefix_libdirs(sys.prefix):
+            yield os.path.join(d, "libcoll.so.0")
     found = ctypes.util.find_library("coll")
     if found:
         yield found
@@ -161,6 +185,45 @@ def _check_version(lib, path):
     return v
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", c_char_p),
+        ("dli_fbase", c_void_p),
+        ("dli_sname", c_char_p),
+        ("dli_saddr", c_void_p),
+    ]
+
+
+def _mapped_file(lib, name):
+    """The absolute path of the file that holds lib's function `coll_version`,
+    as the loader mapped it: a library opened by a bare name (libcoll.so.0,
+    found through the loader's cache or LD_LIBRARY_PATH) has no directory
+    of its own in ctypes, and only the loader knows where it found it."""
+    addr = ctypes.cast(lib.coll_version, c_void_p).value
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.restype = c_int
+        dladdr.argtypes = [c_void_p, P(_DlInfo)]
+        info = _DlInfo()
+        if dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            found = os.fsdecode(info.dli_fname)
+            if os.path.isabs(found):
+                return found
+    except (OSError, AttributeError):
+        pass
+    try:  # the loader's map of this process: "start-end perms off dev inode path"
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and fields[5].startswith("/"):
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    if start <= addr < end:
+                        return fields[5].strip()
+    except OSError:
+        pass
+    return os.path.abspath(name) if os.path.sep in name else name
+
+
 def _load():
     lib, path = _open()
     _check_version_fn = getattr(lib, "coll_version", None)
@@ -168,6 +231,7 @@ def _load():
         raise ImportError("coll: %s is not libcoll (no coll_version)" % path)
     _check_version_fn.restype = c_int
     _check_version_fn.argtypes = []
+    path = _mapped_file(lib, path)
     version = _check_version(lib, path)
     _declare(lib)
     return lib, path, version

@@ -101,7 +101,12 @@ def dtype_of(dt):
 
 def numpy_dtype(dt):
     """The NumPy dtype of a DType (None for BF16)."""
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError as e:
+        from ._torch_ext import missing_module
+
+        raise missing_module("numpy", "python3-numpy", e) from e
 
     for name, d in _NUMPY_NAMES.items():
         if d == dt:
