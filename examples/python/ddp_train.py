@@ -4,15 +4,17 @@
 (or "gloo", to compare), printing each step's loss and the mean step time.
 
     # N local processes, started by this script:
-    ddp_train.py --nproc 4 --backend coll
+    .venv/bin/python examples/python/ddp_train.py --nproc 4 --backend coll
     # or under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT:
-    torchrun --nproc_per_node 4 ddp_train.py --backend coll
+    build/tools/coll-run -n 4 .venv/bin/python examples/python/ddp_train.py
+    .venv/bin/python -m torch.distributed.run --standalone \
+        --nproc_per_node 4 --redirects 1 --tee 1 examples/python/ddp_train.py
 
 The data is synthetic and deterministic (seeded per rank), so two runs
 with the same world size see the same numbers; --bf16-grads reduces the
 gradients in bfloat16 (a DDP comm hook), which gloo cannot do. For coll,
-python/coll must be importable and COLL_LIBRARY name the libcoll.so the
-extension was built beside (see docs/pytorch.md).
+the package coll must be importable (.venv above: docs/python.md), and
+it finds libcoll and the torch extension beside it (docs/pytorch.md).
 """
 import argparse
 import datetime
