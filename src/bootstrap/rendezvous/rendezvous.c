@@ -201,8 +201,8 @@ static coll_status_t join(coll_rdv_t *r) {
 static coll_status_t serve(coll_rdv_t *r, const coll_rdv_cfg_t *cfg) {
   char why[COLL_ERRMSG_MAX];
   const char *w;
-  coll_status_t s = coll__store_server_start(cfg->master_ip, cfg->master_port,
-                                             cfg->token, &r->server);
+  coll_status_t s = coll__store_server_start_for(
+      cfg->master_ip, cfg->master_port, cfg->token, cfg->world, &r->server);
   if (s == COLL_OK) return COLL_OK;
   coll__err_save(why);
   w = strncmp(why, "store: ", 7) == 0 ? why + 7 : why;

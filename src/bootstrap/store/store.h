@@ -16,8 +16,38 @@ typedef struct coll_store coll_store_t;
 #define COLL_STORE_KEY_MAX 256
 #define COLL_STORE_VALUE_MAX (64 * 1024)
 
+/* What the server holds for a job, whoever writes to it (a token keeps
+ * strangers out; the caps keep a client that got in, or a store without a
+ * token, from filling rank 0's memory). A rendezvous of `world` ranks
+ * uses about ten keys and a few KiB per rank; the caps leave room for
+ * many times that. */
+typedef struct coll_store_caps {
+  size_t keys;  /* entries: keys with a value, or waited for */
+  size_t bytes; /* keys, values and a charge per entry (store_map.h) */
+  int clients;  /* connections past their HELLO at once */
+} coll_store_caps_t;
+
+#define COLL_STORE_KEYS_BASE 64
+#define COLL_STORE_KEYS_PER_RANK 32
+#define COLL_STORE_BYTES_BASE ((size_t)1 << 20)
+#define COLL_STORE_BYTES_PER_RANK ((size_t)COLL_STORE_VALUE_MAX)
+#define COLL_STORE_CLIENTS_BASE 32
+#define COLL_STORE_CLIENTS_PER_RANK 2
+/* The world coll__store_server_start assumes (tests, and callers that do
+ * not know theirs). */
+#define COLL_STORE_WORLD_DEFAULT 256
+
+/* The caps for a job of `world` ranks (at least 1). Any thread. */
+void coll__store_caps_for(int world, coll_store_caps_t *out);
+
 /* Serves the store on bind_ip:port (port 0: ephemeral, read it back with
- * coll__store_server_port). token NULL/"" = no token. One thread. */
+ * coll__store_server_port), with the caps of a job of `world` ranks. A
+ * request past a cap is refused with a text that names it, and the
+ * client's connection is closed. token NULL/"" = no token. One thread. */
+coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
+                                           const char *token, int world,
+                                           coll_store_server_t **out);
+/* The same for a job of COLL_STORE_WORLD_DEFAULT ranks. */
 coll_status_t coll__store_server_start(const char *bind_ip, int port,
                                        const char *token,
                                        coll_store_server_t **out);

@@ -46,6 +46,7 @@ void coll__store_conn_close(store_conn_t *c) {
   c->closing = 1;
   c->reading = 0;
   leave_unauth(c);
+  if (c->authed) c->srv->n_authed--;
   if (c->wentry != NULL) coll__store_unpark(c);
   coll__smap_link_remove(&c->link);
   uv_close((uv_handle_t *)&c->timer, on_closed);
@@ -156,6 +157,19 @@ void coll__store_conn_fail(store_conn_t *c, uint8_t code, const char *fmt,
   uv_timer_start(&c->timer, on_timer, STORE_DRAIN_MS, 0);
 }
 
+void coll__store_refuse_full(store_conn_t *c, const char *what) {
+  const coll_store_server_t *srv = c->srv;
+  atomic_fetch_add(&c->srv->n_full, 1);
+  coll__store_conn_fail(
+      c, COLL_STORE_ST_BAD,
+      "the store is full: %s, its cap for a job of %d rank%s%s", what,
+      srv->world, srv->world == 1 ? "" : "s",
+      srv->token != NULL
+          ? ""
+          : "; without a token (COLL_AUTH_TOKEN) anyone who reaches the "
+            "store can write to it");
+}
+
 void coll__store_request_done(store_conn_t *c) {
   uv_timer_stop(&c->timer);
   free(c->body);
@@ -229,8 +243,15 @@ static void serve_hello(store_conn_t *c) {
                           "from the store's (COLL_AUTH_TOKEN)");
     return;
   }
+  if (c->srv->n_authed >= c->srv->caps.clients) {
+    char what[96];
+    snprintf(what, sizeof what, "%d clients are connected", c->srv->n_authed);
+    coll__store_refuse_full(c, what);
+    return;
+  }
   coll__store_mac(token, "coll-store-server", cnonce, c->snonce, mac);
   c->authed = 1;
+  c->srv->n_authed++;
   leave_unauth(c);
   if (coll__store_reply(c, COLL_STORE_ST_OK, 0, mac, sizeof mac, NULL, 0) != 0)
     return;

@@ -19,6 +19,7 @@ typedef struct coll_store_stats {
   uint64_t accepted; /* connections accepted */
   uint64_t refused;  /* connections closed for a bad request or token */
   uint64_t requests; /* requests served after the handshake */
+  uint64_t full;     /* of the refused, those past a cap (store.h) */
   size_t max_body;   /* largest request body the server allocated */
 } coll_store_stats_t;
 

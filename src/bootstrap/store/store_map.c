@@ -21,6 +21,7 @@ void coll__smap_init(coll_smap_t *m) {
   m->buckets = NULL;
   m->nbuckets = 0;
   m->count = 0;
+  m->bytes = 0;
 }
 
 void coll__smap_free(coll_smap_t *m) {
@@ -88,16 +89,19 @@ coll_smap_entry_t *coll__smap_get_or_add(coll_smap_t *m, const char *key,
   e->chain = m->buckets[slot];
   m->buckets[slot] = e;
   m->count++;
+  m->bytes += coll__smap_cost(klen, 0);
   return e;
 }
 
-int coll__smap_set(coll_smap_entry_t *e, const void *val, size_t len) {
+int coll__smap_set(coll_smap_t *m, coll_smap_entry_t *e, const void *val,
+                   size_t len) {
   /* malloc(0) may return NULL; keep one byte so "empty value" is distinct
    * from "out of memory". */
   uint8_t *v = malloc(len > 0 ? len : 1);
   if (v == NULL) return -1;
   if (len > 0) memcpy(v, val, len);
   free(e->val);
+  m->bytes = m->bytes - e->vlen + len;
   e->val = v;
   e->vlen = len;
   e->has_val = 1;
@@ -112,6 +116,7 @@ void coll__smap_release(coll_smap_t *m, coll_smap_entry_t *e) {
     if (*pp == e) {
       *pp = e->chain;
       m->count--;
+      m->bytes -= coll__smap_cost(e->klen, e->vlen);
       free(e->val);
       free(e);
       return;

@@ -29,7 +29,16 @@ typedef struct coll_smap {
   coll_smap_entry_t **buckets;
   size_t nbuckets; /* a power of two */
   size_t count;
+  size_t bytes; /* what the entries cost: coll__smap_cost of each */
 } coll_smap_t;
+
+/* What an entry with a klen-byte key and a vlen-byte value counts against
+ * the store's byte cap: its key and value, and a fixed charge for the
+ * entry itself, so that many empty values cannot escape the cap. */
+#define COLL_SMAP_ENTRY_CHARGE 64u
+static inline size_t coll__smap_cost(size_t klen, size_t vlen) {
+  return COLL_SMAP_ENTRY_CHARGE + klen + vlen;
+}
 
 void coll__smap_init(coll_smap_t *m);
 void coll__smap_free(coll_smap_t *m);
@@ -41,7 +50,8 @@ coll_smap_entry_t *coll__smap_get_or_add(coll_smap_t *m, const char *key,
                                          size_t klen);
 /* Replaces the value (copied); 0 on success, -1 when out of memory (the old
  * value is kept). */
-int coll__smap_set(coll_smap_entry_t *e, const void *val, size_t len);
+int coll__smap_set(coll_smap_t *m, coll_smap_entry_t *e, const void *val,
+                   size_t len);
 /* Drops an entry that neither holds a value nor has waiters. */
 void coll__smap_release(coll_smap_t *m, coll_smap_entry_t *e);
 

@@ -137,6 +137,30 @@ static void serve_wait(store_conn_t *c) {
   }
 }
 
+/* Whether key 0 of the request may take a value of vlen bytes within the
+ * caps; refuses the request when not. 1: it fits. */
+static int fits(store_conn_t *c, size_t vlen) {
+  const coll_smap_t *m = &c->srv->map;
+  const coll_store_caps_t *caps = &c->srv->caps;
+  coll_smap_entry_t *e = entry_at(c, 0);
+  size_t klen = c->keys[0].len, now = m->bytes, after;
+  char what[160];
+  if (e == NULL && m->count >= caps->keys) {
+    snprintf(what, sizeof what, "it holds %zu keys", m->count);
+    coll__store_refuse_full(c, what);
+    return 0;
+  }
+  after = e != NULL ? now - e->vlen + vlen : now + coll__smap_cost(klen, vlen);
+  if (after > caps->bytes && after > now) {
+    snprintf(what, sizeof what,
+             "it holds %zu bytes and this value of %zu bytes would pass %zu",
+             now, vlen, caps->bytes);
+    coll__store_refuse_full(c, what);
+    return 0;
+  }
+  return 1;
+}
+
 static void serve_set(store_conn_t *c, size_t off) {
   size_t vlen = c->hdr.body_len - off;
   coll_smap_entry_t *e;
@@ -146,8 +170,9 @@ static void serve_set(store_conn_t *c, size_t off) {
                           COLL_STORE_VALUE_MAX);
     return;
   }
+  if (!fits(c, vlen)) return;
   e = coll__smap_get_or_add(&c->srv->map, key_at(c, 0), c->keys[0].len);
-  if (e == NULL || coll__smap_set(e, c->body + off, vlen) != 0) {
+  if (e == NULL || coll__smap_set(&c->srv->map, e, c->body + off, vlen) != 0) {
     if (e != NULL) coll__smap_release(&c->srv->map, e);
     coll__store_conn_fail(c, COLL_STORE_ST_BAD, "server out of memory");
     return;
@@ -177,6 +202,8 @@ static void serve_add(store_conn_t *c) {
   int64_t old = 0, sum;
   char txt[24];
   int n;
+  /* A counter's text is at most 20 bytes. */
+  if (!fits(c, 20)) return;
   e = coll__smap_get_or_add(&c->srv->map, key_at(c, 0), c->keys[0].len);
   if (e == NULL) {
     coll__store_conn_fail(c, COLL_STORE_ST_BAD, "server out of memory");
@@ -192,7 +219,7 @@ static void serve_add(store_conn_t *c) {
   /* Wraps like two's complement instead of overflowing (undefined in C). */
   sum = (int64_t)((uint64_t)old + (uint64_t)c->hdr.arg);
   n = snprintf(txt, sizeof txt, "%lld", (long long)sum);
-  if (coll__smap_set(e, txt, (size_t)n) != 0) {
+  if (coll__smap_set(&c->srv->map, e, txt, (size_t)n) != 0) {
     coll__smap_release(&c->srv->map, e);
     coll__store_conn_fail(c, COLL_STORE_ST_BAD, "server out of memory");
     return;

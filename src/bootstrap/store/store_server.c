@@ -2,6 +2,7 @@
 /* store_server.c: the store server's listener and loop thread. One libuv
  * loop on its own thread serves every connection with nonblocking I/O, so a
  * slow or hostile client never holds up the others. */
+#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -163,13 +164,26 @@ static void server_free(coll_store_server_t *srv, int loop_ready) {
 
 /* The server object with its loop listening on bind_ip:port, before the
  * loop thread starts. */
+void coll__store_caps_for(int world, coll_store_caps_t *out) {
+  size_t w = world > 1 ? (size_t)world : 1;
+  out->keys = COLL_STORE_KEYS_BASE + COLL_STORE_KEYS_PER_RANK * w;
+  out->bytes = COLL_STORE_BYTES_BASE + COLL_STORE_BYTES_PER_RANK * w;
+  out->clients =
+      w > (size_t)(INT_MAX / 4)
+          ? INT_MAX / 2
+          : COLL_STORE_CLIENTS_BASE + COLL_STORE_CLIENTS_PER_RANK * (int)w;
+}
+
 static coll_status_t server_open(const char *bind_ip, int port,
-                                 const char *token, coll_store_server_t **out) {
+                                 const char *token, int world,
+                                 coll_store_server_t **out) {
   coll_store_server_t *srv = calloc(1, sizeof *srv);
   coll_status_t s;
   int rc;
   if (srv == NULL) return coll__err(COLL_ERR_NO_MEMORY, "store: out of memory");
   snprintf(srv->addr, sizeof srv->addr, "%s", bind_ip);
+  srv->world = world;
+  coll__store_caps_for(world, &srv->caps);
   atomic_init(&srv->handshake_ms, COLL_STORE_HANDSHAKE_MS_DEFAULT);
   coll__smap_init(&srv->map);
   coll__smap_link_init(&srv->conns);
@@ -209,9 +223,9 @@ fail:
   return s;
 }
 
-coll_status_t coll__store_server_start(const char *bind_ip, int port,
-                                       const char *token,
-                                       coll_store_server_t **out) {
+coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
+                                           const char *token, int world,
+                                           coll_store_server_t **out) {
   coll_store_server_t *srv = NULL;
   int rc;
   if (out == NULL || bind_ip == NULL)
@@ -221,7 +235,10 @@ coll_status_t coll__store_server_start(const char *bind_ip, int port,
   if (port < 0 || port > 65535)
     return coll__err(COLL_ERR_INVALID_ARG, "store: port %d is outside 0..65535",
                      port);
-  COLL_CHECK(server_open(bind_ip, port, token, &srv));
+  if (world < 1)
+    return coll__err(COLL_ERR_INVALID_ARG, "store: world %d; at least 1",
+                     world);
+  COLL_CHECK(server_open(bind_ip, port, token, world, &srv));
   /* The loop and its handles were set up on this thread; from here on only
    * the loop thread touches them (thread creation orders the writes). */
   rc = uv_thread_create(&srv->thread, loop_main, srv);
@@ -231,10 +248,20 @@ coll_status_t coll__store_server_start(const char *bind_ip, int port,
                      "store: cannot start the server thread: %s",
                      uv_strerror(rc));
   }
-  COLL_INFO(COLL_LOG_BOOT, "store: serving on %s port %d%s", srv->addr,
-            srv->port, srv->token ? " (token required)" : "");
+  COLL_INFO(COLL_LOG_BOOT,
+            "store: serving on %s port %d%s, for %d ranks: at most %zu keys, "
+            "%zu bytes, %d clients",
+            srv->addr, srv->port, srv->token ? " (token required)" : "", world,
+            srv->caps.keys, srv->caps.bytes, srv->caps.clients);
   *out = srv;
   return COLL_OK;
+}
+
+coll_status_t coll__store_server_start(const char *bind_ip, int port,
+                                       const char *token,
+                                       coll_store_server_t **out) {
+  return coll__store_server_start_for(bind_ip, port, token,
+                                      COLL_STORE_WORLD_DEFAULT, out);
 }
 
 int coll__store_server_port(const coll_store_server_t *s) {
@@ -256,6 +283,7 @@ void coll__store_server_stats(const coll_store_server_t *s,
   out->accepted = atomic_load(&s->n_accepted);
   out->refused = atomic_load(&s->n_refused);
   out->requests = atomic_load(&s->n_requests);
+  out->full = atomic_load(&s->n_full);
   out->max_body = atomic_load(&s->max_body);
 }
 

@@ -31,6 +31,9 @@ struct coll_store_server {
   char *token;                      /* NULL: no token */
   atomic_int_fast64_t handshake_ms; /* HELLO must arrive within this */
   coll_smap_t map;
+  coll_store_caps_t caps;
+  int world;               /* the caps were computed for this many ranks */
+  int n_authed;            /* connections past their HELLO */
   coll_smap_link_t conns;  /* every open connection */
   coll_smap_link_t unauth; /* those before their HELLO, oldest first */
   int n_unauth;
@@ -40,6 +43,7 @@ struct coll_store_server {
   /* Statistics for tests; any thread reads them. */
   atomic_uint_fast64_t n_accepted;
   atomic_uint_fast64_t n_refused; /* closed for a bad request or token */
+  atomic_uint_fast64_t n_full;    /* refused for a cap (a subset) */
   atomic_uint_fast64_t n_requests;
   atomic_size_t max_body; /* largest body buffer allocated */
 };
@@ -97,6 +101,9 @@ int coll__store_reply(store_conn_t *c, uint8_t code, int64_t arg, const void *a,
 /* Replies `code` with a text, then closes once it is written. */
 void coll__store_conn_fail(store_conn_t *c, uint8_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Refuses the request for a cap (`what`: "4096 keys are held"), naming
+ * the cap and the job size, then closes like coll__store_conn_fail. */
+void coll__store_refuse_full(store_conn_t *c, const char *what);
 /* Parks the current GET/WAIT: reading pauses until it is answered, and the
  * timer fires after timeout_ms (< 0: never). */
 void coll__store_conn_wait(store_conn_t *c, int64_t timeout_ms);
