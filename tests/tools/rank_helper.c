@@ -24,6 +24,7 @@ static const char usage[] =
     "  print                     lines on stdout and stderr, a long line, and\n"
     "                            a last line without newline\n"
     "  env                       print the launcher's variables\n"
+    "  token                     print COLL_AUTH_TOKEN\n"
     "  affinity                  print the CPUs this rank may run on\n";
 
 static const char *env_str(const char *name) {
@@ -150,6 +151,10 @@ int main(int argc, char **argv) {
     printf("env %s %s %s %s %s %s\n", env_str("RANK"), env_str("WORLD_SIZE"),
            env_str("LOCAL_RANK"), env_str("LOCAL_WORLD_SIZE"),
            env_str("MASTER_ADDR"), env_str("MASTER_PORT"));
+    return 0;
+  }
+  if (strcmp(mode, "token") == 0) {
+    printf("token %s\n", env_str("COLL_AUTH_TOKEN"));
     return 0;
   }
   fputs(usage, stderr);

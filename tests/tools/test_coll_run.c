@@ -183,6 +183,45 @@ static void test_environment(void **state) {
   free(out);
 }
 
+/* The token every rank of one run got ("[r] token <hex>"), in tok (65
+ * bytes); fails unless all n ranks print the same one. */
+static void job_token(const char *out, int n, char *tok) {
+  char want[96];
+  const char *p = strstr(out, "[0] token ");
+  int r;
+  assert_non_null(p);
+  assert_int_equal(sscanf(p + strlen("[0] token "), "%64s", tok), 1);
+  for (r = 0; r < n; r++) {
+    snprintf(want, sizeof want, "[%d] token %s", r, tok);
+    if (proc_count_lines(out, want) != 1)
+      fail_msg("rank %d did not get the token '%s': %s", r, tok, out);
+  }
+}
+
+/* Every rank of a job gets one fresh random COLL_AUTH_TOKEN (64 hex
+ * digits), another job another one; a token set already is passed on. */
+static void test_token(void **state) {
+  char *const argv[] = {RUN, "-n", "3", HELPER, "token", NULL};
+  char *const mine[] = {"COLL_AUTH_TOKEN=the-users-own", NULL};
+  char t1[65], t2[65], *out = NULL;
+  size_t i;
+  (void)state;
+  assert_int_equal(run(&out, NULL, argv), 0);
+  job_token(out, 3, t1);
+  free(out);
+  assert_int_equal(strlen(t1), 64);
+  for (i = 0; i < 64; i++)
+    if (strchr("0123456789abcdef", t1[i]) == NULL) fail_msg("token %s", t1);
+  assert_int_equal(run(&out, NULL, argv), 0);
+  job_token(out, 3, t2);
+  free(out);
+  assert_string_not_equal(t1, t2);
+  assert_int_equal(proc_run(argv, mine, RUN_MS, &out, NULL), 0);
+  job_token(out, 3, t1);
+  assert_string_equal(t1, "the-users-own");
+  free(out);
+}
+
 /* "[rank] cpus ..." as rank_helper's affinity mode prints the set. */
 static void cpus_line(char *buf, size_t cap, int rank, const cpu_set_t *set) {
   int cpu, n = snprintf(buf, cap, "[%d] cpus", rank);
@@ -380,6 +419,7 @@ int main(void) {
       cmocka_unit_test(test_sigterm_ignored_escalates),
       cmocka_unit_test(test_output_is_prefixed),
       cmocka_unit_test(test_environment),
+      cmocka_unit_test(test_token),
       cmocka_unit_test(test_bind),
       cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_program_not_executable),

@@ -13,6 +13,10 @@
 #define RUN_EXIT_TIMEOUT 124 /* --timeout expired, as timeout(1) */
 #define RUN_EXIT_NOEXEC 127  /* a rank could not execute the program */
 
+/* Random bytes in the token coll-run makes for a job; the ranks get them
+ * as hex. */
+#define RUN_TOKEN_BYTES 32
+
 /* What the command line asked for. */
 typedef struct run_opts {
   int nranks;
@@ -24,6 +28,8 @@ typedef struct run_opts {
   int bind;         /* each rank pinned to its block of `cpus` (--bind) */
   cpu_set_t cpus;   /* the CPUs coll-run itself may run on */
   char **argv;      /* the program and its arguments, NULL-terminated */
+  /* COLL_AUTH_TOKEN for the ranks; "": they inherit the environment's. */
+  char token[2 * RUN_TOKEN_BYTES + 1];
 } run_opts_t;
 
 /* One output stream of a rank (its stdout or stderr): the read end of a
@@ -50,6 +56,11 @@ typedef struct run_rank {
 void run_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* spawn.c: processes. */
+/* Fills o->token with a fresh random secret for the job, unless the
+ * environment has COLL_AUTH_TOKEN already (then the ranks inherit it and
+ * o->token stays ""). 0, or -1 with a message when no random bytes could
+ * be had. */
+int run_make_token(run_opts_t *o);
 /* A TCP port that is free right now (bind port 0, read it, close); 0 and a
  * message on failure. */
 int run_pick_port(void);

@@ -18,7 +18,10 @@ static const char usage_text[] =
     "\n"
     "Starts N ranks of PROGRAM on this host, each with RANK, WORLD_SIZE,\n"
     "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, and\n"
-    "prefixes every line they print with \"[rank] \".\n"
+    "prefixes every line they print with \"[rank] \". The ranks also get\n"
+    "COLL_AUTH_TOKEN, a random secret made for this job, so that only they\n"
+    "can join its rendezvous and connect to one another (a COLL_AUTH_TOKEN\n"
+    "set already is passed on instead).\n"
     "\n"
     "options:\n"
     "  -n, --nproc N         number of ranks (1..1024)\n"
@@ -184,6 +187,7 @@ int main(int argc, char **argv) {
   o.bind = 1;
   rc = parse_args(argc, argv, &o);
   if (rc >= 0) return rc;
+  if (run_make_token(&o) != 0) return RUN_EXIT_SETUP;
   /* Ranks that float share cores at random: on a small host two ranks
    * woken by each other's loopback traffic often end up on one core and
    * halve a 1 MiB allreduce (docs/performance.md). */

@@ -11,8 +11,31 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "coll_run.h"
+
+int run_make_token(run_opts_t *o) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char b[RUN_TOKEN_BYTES];
+  const char *have = getenv("COLL_AUTH_TOKEN");
+  int rc, i;
+  o->token[0] = '\0';
+  if (have != NULL && have[0] != '\0') return 0;
+  /* No loop and no callback: libuv fills the buffer synchronously. */
+  rc = uv_random(NULL, NULL, b, sizeof b, 0, NULL);
+  if (rc != 0) {
+    run_msg("cannot make a random COLL_AUTH_TOKEN for the job: %s",
+            uv_strerror(rc));
+    return -1;
+  }
+  for (i = 0; i < RUN_TOKEN_BYTES; i++) {
+    o->token[2 * i] = hex[b[i] >> 4];
+    o->token[2 * i + 1] = hex[b[i] & 15];
+  }
+  o->token[2 * RUN_TOKEN_BYTES] = '\0';
+  return 0;
+}
 
 int run_pick_port(void) {
   struct sockaddr_in a;
@@ -100,6 +123,7 @@ static void child_exec(const run_opts_t *o, int port, int rank, int out_w,
   set_env_int("LOCAL_WORLD_SIZE", o->nranks);
   setenv("MASTER_ADDR", o->master_addr, 1);
   set_env_int("MASTER_PORT", port);
+  if (o->token[0] != '\0') setenv("COLL_AUTH_TOKEN", o->token, 1);
   execvp(o->argv[0], o->argv);
   dprintf(STDERR_FILENO, "coll-run: cannot execute '%s': %s\n", o->argv[0],
           strerror(errno));
