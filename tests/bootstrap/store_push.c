@@ -88,6 +88,23 @@ int store_push(const char *host, int port, const char *token, uint64_t bytes,
   return rc;
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PUSH_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PUSH_SANITIZED 1
+#endif
+
+int store_push_sanitized(void) {
+#ifdef PUSH_SANITIZED
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 int store_push_rss_kib(int pid, int64_t *rss, int64_t *peak) {
   char path[64], line[256];
   FILE *f;

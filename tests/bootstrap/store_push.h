@@ -30,6 +30,11 @@ int store_push(const char *host, int port, const char *token, uint64_t bytes,
                size_t value_len, const char *prefix, int64_t timeout_ms,
                store_push_report_t *out);
 
+/* 1 when this build runs under AddressSanitizer or ThreadSanitizer, whose
+ * allocators keep freed memory (a quarantine, caches) and so make a
+ * process's resident set say nothing about what it holds. */
+int store_push_sanitized(void);
+
 /* This process's resident set (VmRSS) and its peak (VmHWM), in KiB, from
  * /proc/<pid>/status (pid 0: this process). 0, or -1 when unreadable. */
 int store_push_rss_kib(int pid, int64_t *rss, int64_t *peak);
