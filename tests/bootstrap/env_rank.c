@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
   s = coll_comm_init_env(&cfg, &c);
   if (expect != NULL) {
     if (s != COLL_OK && strstr(coll_last_error(), expect) != NULL) {
-      printf("env_rank: failed as expected: %s\n", coll_last_error());
+      printf("env_rank: failed as expected: %s: %s\n", coll_status_name(s),
+             coll_last_error());
       return 0;
     }
     fprintf(stderr, "env_rank: expected a failure with \"%s\", got %s: %s\n",

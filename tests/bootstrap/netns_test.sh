@@ -12,69 +12,9 @@
 set -u
 
 ENV_RANK=${1:?usage: netns_test.sh /path/to/env_rank}
-TAG=cb$$
-HUB=$TAG-hub
-NS="$TAG-0 $TAG-1 $TAG-2"
-PIDS=""
-LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/collnetns.XXXXXX") || exit 1
-
-skip() {
-  echo "SKIP: $*"
-  rm -rf "$LOGDIR"
-  exit 77
-}
-
-cleanup() {
-  for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-  for n in $NS $HUB; do ip netns del "$n" 2>/dev/null; done
-  # veth ends left in this namespace if a move failed halfway
-  for i in 0 1 2; do ip link del "${TAG}v$i" 2>/dev/null; done
-  rm -rf "$LOGDIR"
-}
-
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-
-[ "$(id -u)" = 0 ] || skip "creating network namespaces needs root"
-command -v ip >/dev/null 2>&1 || skip "iproute2 (ip) is not installed"
+. "$(dirname "$0")/netns_lib.sh"
 [ -x "$ENV_RANK" ] || fail "$ENV_RANK is not an executable"
-ip netns add "$HUB" 2>/dev/null ||
-  skip "cannot create network namespaces here (ip netns add failed)"
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-in_ns() {
-  ns=$1
-  shift
-  ip netns exec "$ns" "$@"
-}
-
-setup() {
-  ip -n "$HUB" link add br0 type bridge || return 1
-  ip -n "$HUB" link set br0 type bridge forward_delay 0 2>/dev/null
-  ip -n "$HUB" link set br0 up || return 1
-  i=0
-  for n in $NS; do
-    ip netns add "$n" || return 1
-    ip link add "${TAG}v$i" type veth peer name "${TAG}p$i" || return 1
-    ip link set "${TAG}v$i" netns "$n" || return 1
-    ip link set "${TAG}p$i" netns "$HUB" || return 1
-    ip -n "$n" link set "${TAG}v$i" name coll0 || return 1
-    ip -n "$n" link set lo up || return 1
-    ip -n "$n" link set coll0 up || return 1
-    ip -n "$HUB" link set "${TAG}p$i" master br0 up || return 1
-    ip -n "$n" addr add "10.77.0.$((i + 1))/24" dev coll0 || return 1
-    # nodad: the address is usable at once, no duplicate detection wait
-    ip -n "$n" addr add "fd77::$((i + 1))/64" dev coll0 nodad || return 1
-    i=$((i + 1))
-  done
-}
-
-# A kernel without veth or bridge support is a limit of this machine, not a
-# failure of libcoll.
-setup || skip "cannot build veth pairs and a bridge here (kernel modules?)"
+netns_init 3
 
 # run_job MASTER_ADDR PORT: one env_rank per namespace; all must pass.
 run_job() {

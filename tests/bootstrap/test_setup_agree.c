@@ -67,7 +67,7 @@ static void rank_thread(int rank, int world, void *arg) {
 }
 
 static void reset_hooks(void) {
-  coll__rdv_test_hooks = (coll_rdv_test_hooks_t){-1, 0, 0, -1, NULL, NULL};
+  coll__rdv_test_hooks = (coll_rdv_test_hooks_t)COLL_RDV_TEST_HOOKS_OFF;
 }
 
 /* Every rank in `ranks` failed with status s and the very same text. */

@@ -41,7 +41,7 @@ static int setup(void **state) {
   unsetenv("COLL_TIMEOUT_MS");
   setenv("COLL_BACKEND", "cpu", 1);
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
-  coll__rdv_test_hooks = (coll_rdv_test_hooks_t){-1, 0, 0, -1, NULL, NULL};
+  coll__rdv_test_hooks = (coll_rdv_test_hooks_t)COLL_RDV_TEST_HOOKS_OFF;
   return 0;
 }
 
@@ -49,7 +49,7 @@ static int teardown(void **state) {
   (void)state;
   unsetenv("COLL_BACKEND");
   unsetenv("COLL_SOCKET_IFNAME");
-  coll__rdv_test_hooks = (coll_rdv_test_hooks_t){-1, 0, 0, -1, NULL, NULL};
+  coll__rdv_test_hooks = (coll_rdv_test_hooks_t)COLL_RDV_TEST_HOOKS_OFF;
   return 0;
 }
 

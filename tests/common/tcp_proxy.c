@@ -190,7 +190,9 @@ static void link_io(tcp_proxy_t *p, link_t *l, int64_t now) {
       link_reset(p, l);
       return;
     }
-    if (f->eof && !l->cut[d] && f->fwd == f->in && !l->shut[d] && dst >= 0) {
+    /* A stalled direction holds the close too, as a cut network would. */
+    if (f->eof && !l->cut[d] && !p->stalled[d] && f->fwd == f->in &&
+        !l->shut[d] && dst >= 0) {
       shutdown(dst, SHUT_WR);
       l->shut[d] = 1;
     }

@@ -64,7 +64,8 @@ int tcp_proxy_pass(tcp_proxy_t *p, tcp_proxy_dir_t d);
  * too); 0: no delay. */
 int tcp_proxy_delay(tcp_proxy_t *p, tcp_proxy_dir_t d, int64_t ms);
 /* Stops forwarding, keeping the connection open; bytes pile up in the
- * proxy, then in the kernel (later connections too). */
+ * proxy, then in the kernel, and a close is held back too, as on a cut
+ * network (later connections too). */
 int tcp_proxy_stall(tcp_proxy_t *p, tcp_proxy_dir_t d);
 /* Closes the socket toward d's receiver with an RST (SO_LINGER 0); what
  * was not forwarded is lost. The other socket stays open and silent. */

@@ -29,7 +29,7 @@
 #define COMPAT_GET_MS 0
 #define COMPAT_GROUPS_SHOWN 4
 
-coll_rdv_test_hooks_t coll__rdv_test_hooks = {-1, 0, 0, -1, NULL, NULL};
+coll_rdv_test_hooks_t coll__rdv_test_hooks = COLL_RDV_TEST_HOOKS_OFF;
 
 /* The value an option takes, the way its reader interprets it, so that
  * "unset" and an explicit default (or "RING" and "ring") compare equal. */

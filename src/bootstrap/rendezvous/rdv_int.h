@@ -13,7 +13,14 @@
  * than its own timeout, so the rank whose deadline falls a little later
  * still gets to speak (rank 0 naming missing ranks, a rank reporting its
  * setup outcome). */
-#define COLL_RDV_GRACE_MS 2000
+#define COLL_RDV_GRACE_MS 1500
+/* No rank's setup outlasts its timeout by more than this, whatever the
+ * network does: every call on the store gives up by then
+ * (coll__store_set_end). The grace above and the last steps after it
+ * (reading the verdict or the outcomes, saying so) fit in it, and what a
+ * rank does after its last call on the store fits in the 2 s the
+ * contract allows. */
+#define COLL_RDV_END_MS 1800
 #define COLL_RDV_KEY_MAX 32
 
 struct coll_rdv {

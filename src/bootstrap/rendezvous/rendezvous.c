@@ -159,7 +159,9 @@ static coll_status_t hear_verdict(coll_rdv_t *r) {
   coll_status_t s;
   s = coll__store_get(r->store, "verdict", v, sizeof v - 1, &len,
                       left < 0 ? -1 : left + COLL_RDV_GRACE_MS);
-  if (s == COLL_ERR_TIMEOUT)
+  /* The store answered that the verdict is not there: ask it who is
+   * missing. Without an answer the store itself is lost. */
+  if (s == COLL_ERR_TIMEOUT && coll__store_usable(r->store))
     return name_missing(r, "joined", "did not join",
                         "rank 0 never confirmed that every rank joined");
   if (s != COLL_OK) {
@@ -238,6 +240,11 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
   snprintf(r->at, sizeof r->at, "rendezvous at %s", r->where);
   if (r->rank == 0) COLL_CHECK_GOTO(serve(r, cfg), s, fail);
   COLL_CHECK_GOTO(connect_store(r, cfg), s, fail);
+  /* One end for the whole setup, not one timeout per request: a store
+   * cut off halfway costs no rank more than its timeout and the end's
+   * grace. */
+  if (r->deadline_ms >= 0)
+    coll__store_set_end(r->store, r->deadline_ms + COLL_RDV_END_MS);
   if (cfg->host_info != NULL) {
     char key[RDV_KEY_MAX];
     snprintf(key, sizeof key, "host/%d", r->rank);
@@ -293,6 +300,10 @@ static coll_status_t rdv_publish(void *ctx, int rank, const char *addr) {
   if (rank == coll__rdv_test_hooks.publish_rank &&
       coll__rdv_test_hooks.publish_addr != NULL)
     addr = coll__rdv_test_hooks.publish_addr;
+  if (coll__rdv_test_hooks.publish_as != NULL) {
+    const char *other = coll__rdv_test_hooks.publish_as(rank, addr);
+    if (other != NULL) addr = other;
+  }
   return coll__store_set(((coll_rdv_t *)ctx)->store, key, addr, strlen(addr));
 }
 

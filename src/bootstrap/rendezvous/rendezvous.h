@@ -105,7 +105,13 @@ typedef struct coll_rdv_test_hooks {
   /* Called with "joined" after the rendezvous, "meshed" before the
    * outcome is reported. */
   void (*phase)(int rank, const char *phase);
+  /* Called with the address `rank` is about to publish at the rendezvous;
+   * returns the one to publish instead (NULL: that one), e.g. a proxy's
+   * that forwards to it. */
+  const char *(*publish_as)(int rank, const char *addr);
 } coll_rdv_test_hooks_t;
+#define COLL_RDV_TEST_HOOKS_OFF \
+  { -1, 0, 0, -1, NULL, NULL, NULL }
 extern coll_rdv_test_hooks_t coll__rdv_test_hooks;
 
 /* Formats "2, 5, 7" (at most a line, then "and N more") from rank ids. */

@@ -20,7 +20,7 @@ static int64_t reply_deadline(int64_t timeout_ms) {
 }
 
 static int64_t io_deadline(const coll_store_t *st) {
-  return coll__deadline(st->io_timeout_ms);
+  return coll__store_io_deadline(st, coll__deadline(st->io_timeout_ms));
 }
 
 coll_status_t coll__store_set(coll_store_t *st, const char *key,
@@ -47,11 +47,10 @@ coll_status_t coll__store_set(coll_store_t *st, const char *key,
   uv_mutex_lock(&st->mu);
   s = coll__store_exchange(st, COLL_STORE_OP_SET, 1, 0, iov, len > 0 ? 3 : 2,
                            io_deadline(st), &rep);
-  if (s == COLL_OK && (rep.code != COLL_STORE_ST_OK || rep.body_len != 0)) {
-    st->broken = 1;
-    s = coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to set",
-                  st->peer, rep.code);
-  }
+  if (s == COLL_OK && (rep.code != COLL_STORE_ST_OK || rep.body_len != 0))
+    s = coll__store_break(
+        st, coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to set",
+                      st->peer, rep.code));
   uv_mutex_unlock(&st->mu);
   return s;
 }
@@ -59,11 +58,13 @@ coll_status_t coll__store_set(coll_store_t *st, const char *key,
 static coll_status_t get_locked(coll_store_t *st, const char *key, size_t kn,
                                 void *buf, size_t cap, size_t *len,
                                 int64_t timeout_ms) {
-  int64_t deadline = reply_deadline(timeout_ms);
+  int64_t deadline;
   uint8_t klen[2];
   struct iovec iov[2] = {{klen, 2}, {(void *)key, kn}};
   coll_store_hdr_t rep;
   coll__put_le16(klen, (uint16_t)kn);
+  timeout_ms = coll__store_wait_ms(st, timeout_ms);
+  deadline = reply_deadline(timeout_ms);
   COLL_CHECK(coll__store_exchange(st, COLL_STORE_OP_GET, 1, timeout_ms, iov, 2,
                                   deadline, &rep));
   if (rep.code == COLL_STORE_ST_TIMEOUT) {
@@ -72,11 +73,10 @@ static coll_status_t get_locked(coll_store_t *st, const char *key, size_t kn,
                      "store %s: key '%s' did not appear within %lld ms",
                      st->peer, key, (long long)timeout_ms);
   }
-  if (rep.code != COLL_STORE_ST_OK) {
-    st->broken = 1;
-    return coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to get",
-                     st->peer, rep.code);
-  }
+  if (rep.code != COLL_STORE_ST_OK)
+    return coll__store_break(
+        st, coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to get",
+                      st->peer, rep.code));
   if (len != NULL) *len = rep.body_len;
   if (rep.body_len > cap) {
     COLL_CHECK(coll__store_read_body(st, NULL, rep.body_len, deadline));
@@ -128,9 +128,9 @@ coll_status_t coll__store_add(coll_store_t *st, const char *key, int64_t delta,
                     key);
   } else if (s == COLL_OK &&
              (rep.code != COLL_STORE_ST_OK || rep.body_len != 0)) {
-    st->broken = 1;
-    s = coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to add",
-                  st->peer, rep.code);
+    s = coll__store_break(
+        st, coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to add",
+                      st->peer, rep.code));
   }
   if (s == COLL_OK && result != NULL) *result = rep.arg;
   uv_mutex_unlock(&st->mu);
@@ -157,7 +157,7 @@ static coll_status_t wait_chunk(coll_store_t *st, const char *const *keys,
                                 int first, int n, size_t body,
                                 int64_t timeout_ms, int *missing,
                                 int *nmissing) {
-  int64_t deadline = reply_deadline(timeout_ms);
+  int64_t deadline;
   uint8_t *buf = malloc(body), *p = buf, idx[4];
   struct iovec iov;
   coll_store_hdr_t rep;
@@ -174,17 +174,19 @@ static coll_status_t wait_chunk(coll_store_t *st, const char *const *keys,
     p += kn;
   }
   iov = (struct iovec){buf, body};
+  timeout_ms = coll__store_wait_ms(st, timeout_ms);
+  deadline = reply_deadline(timeout_ms);
   s = coll__store_exchange(st, COLL_STORE_OP_WAIT, (uint16_t)n, timeout_ms,
                            &iov, 1, deadline, &rep);
   free(buf);
   if (s != COLL_OK) return s;
   if (rep.code == COLL_STORE_ST_OK && rep.body_len == 0) return COLL_OK;
   if (rep.code != COLL_STORE_ST_TIMEOUT || rep.body_len % 4 != 0 ||
-      rep.body_len / 4 > (uint32_t)n) {
-    st->broken = 1;
-    return coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to wait",
-                     st->peer, rep.code);
-  }
+      rep.body_len / 4 > (uint32_t)n)
+    return coll__store_break(
+        st,
+        coll__err(COLL_ERR_PROTOCOL, "store %s: unexpected reply %u to wait",
+                  st->peer, rep.code));
   for (i = 0; i < rep.body_len / 4; i++) {
     uint32_t j;
     COLL_CHECK(coll__store_read_body(st, idx, 4, deadline));

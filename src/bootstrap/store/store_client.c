@@ -161,6 +161,7 @@ coll_status_t coll__store_connect(const char *host, int port, const char *token,
   st = calloc(1, sizeof *st);
   if (st == NULL) return coll__err(COLL_ERR_NO_MEMORY, "store: out of memory");
   st->fd = -1;
+  st->end_ms = -1;
   /* SET/ADD replies come at once from a live server; their bound only
    * catches a hung one, so a nearly spent connect budget must not make it
    * tiny. */
@@ -211,6 +212,41 @@ void coll__store_close(coll_store_t *st) {
   free(st);
 }
 
+void coll__store_set_end(coll_store_t *st, int64_t end_ms) {
+  uv_mutex_lock(&st->mu);
+  st->end_ms = end_ms;
+  uv_mutex_unlock(&st->mu);
+}
+
+int64_t coll__store_io_deadline(const coll_store_t *st, int64_t deadline_ms) {
+  if (st->end_ms < 0) return deadline_ms;
+  return deadline_ms < 0 || deadline_ms > st->end_ms ? st->end_ms : deadline_ms;
+}
+
+int64_t coll__store_wait_ms(const coll_store_t *st, int64_t timeout_ms) {
+  int64_t room;
+  if (st->end_ms < 0 || timeout_ms == 0) return timeout_ms;
+  room = coll__remaining_ms(st->end_ms) - COLL_STORE_END_MARGIN_MS;
+  if (room <= 0) return 0;
+  return timeout_ms < 0 || timeout_ms > room ? room : timeout_ms;
+}
+
+int coll__store_usable(coll_store_t *st) {
+  int ok;
+  uv_mutex_lock(&st->mu);
+  ok = st->broken == COLL_OK;
+  uv_mutex_unlock(&st->mu);
+  return ok;
+}
+
+coll_status_t coll__store_break(coll_store_t *st, coll_status_t s) {
+  if (st->broken == COLL_OK) {
+    st->broken = s;
+    snprintf(st->broke, sizeof st->broke, "%s", coll_last_error());
+  }
+  return s;
+}
+
 const char *coll__store_peer(const coll_store_t *st) {
   return st != NULL ? st->peer : "?";
 }
@@ -237,11 +273,10 @@ coll_status_t coll__store_exchange(coll_store_t *st, uint8_t op, uint16_t nkeys,
   char msg[STORE_TEXT_MAX];
   coll_status_t s;
   int i;
-  if (st->broken)
-    return coll__err(COLL_ERR_PROTOCOL,
-                     "store %s: the connection is unusable after an earlier "
-                     "failure",
-                     st->peer);
+  if (st->broken != COLL_OK)
+    return coll__err(st->broken, "%s (earlier; the connection is unusable)",
+                     st->broke);
+  deadline_ms = coll__store_io_deadline(st, deadline_ms);
   for (i = 0; i < niov; i++) body += iov[i].iov_len;
   h = coll__store_hdr(op, nkeys, (uint32_t)body, arg);
   coll__store_hdr_encode(b, &h);
@@ -268,14 +303,22 @@ coll_status_t coll__store_exchange(coll_store_t *st, uint8_t op, uint16_t nkeys,
   }
   return COLL_OK;
 fail:
-  st->broken = 1;
-  return s;
+  /* The end was what ran out: the store is cut off from this client, or
+   * hangs; the socket's own word ("no reply in time") says less. */
+  if (s == COLL_ERR_TIMEOUT && st->end_ms >= 0 &&
+      coll__remaining_ms(st->end_ms) == 0)
+    s = coll__err(s,
+                  "store %s did not answer by the end of the setup: rank 0 "
+                  "is cut off from this rank, or hangs",
+                  st->peer);
+  return coll__store_break(st, s);
 }
 
 coll_status_t coll__store_read_body(coll_store_t *st, void *buf, size_t len,
                                     int64_t deadline_ms) {
   char scratch[4096];
   coll_status_t s = COLL_OK;
+  deadline_ms = coll__store_io_deadline(st, deadline_ms);
   while (len > 0 && s == COLL_OK) {
     size_t n = len;
     if (buf == NULL && n > sizeof scratch) n = sizeof scratch;
@@ -284,6 +327,5 @@ coll_status_t coll__store_read_body(coll_store_t *st, void *buf, size_t len,
     if (buf != NULL) buf = (char *)buf + n;
     len -= n;
   }
-  if (s != COLL_OK) st->broken = 1;
-  return s;
+  return s != COLL_OK ? coll__store_break(st, s) : COLL_OK;
 }

@@ -36,6 +36,19 @@ void coll__store_server_set_handshake_ms(coll_store_server_t *s, int64_t ms);
 coll_status_t coll__store_missing(coll_store_t *st, const char *const *keys,
                                   int nkeys, int *missing, int *nmissing);
 
+/* From now on no call of this client waits past end_ms (absolute, on
+ * coll__now_ms; < 0: none), whatever it asked for: a reply not in by then
+ * fails the call with COLL_ERR_TIMEOUT (and the client, as after any
+ * failed exchange), and a GET or WAIT asks the server to give up a little
+ * earlier, so that its answer still arrives. The rendezvous sets the end
+ * of the setup here, so that a store cut off mid-setup costs no rank more
+ * than that. Any thread (takes the client's lock). */
+void coll__store_set_end(coll_store_t *st, int64_t end_ms);
+
+/* 1 while the client can still talk to the store: no exchange failed
+ * halfway (a reply that did not come, a connection lost). Any thread. */
+int coll__store_usable(coll_store_t *st);
+
 /* "host:port" of the store this client talks to, for messages. */
 const char *coll__store_peer(const coll_store_t *st);
 
