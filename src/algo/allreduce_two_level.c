@@ -11,9 +11,9 @@
  *
  * Per rank, 2(H-1)/H of a slice, 1/local of the buffer, crosses between
  * hosts, where the flat ring sends 2(n-1)/n of the buffer from every rank
- * and the `local` ranks of a host share its link. Steps 1 and 3 run on the
- * host endpoint (shared memory among the host's ranks) where the comm's
- * transport has one, else on the comm's transport.
+ * and the `local` ranks of a host share its link. Steps 1 and 3 go where
+ * the comm's transport routes this host's ranks: shared memory among them
+ * where it has that (transport/route/), else its own links.
  *
  * Numerics: each element is first combined over the ranks of each host (in
  * the ring order of that host), then those per-host partial results over
@@ -69,11 +69,10 @@ coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
   h = ctx->rank / local;
   i = ctx->rank % local;
   host = *ctx;
-  /* Within the host, shared memory where the comm has it (the host
-   * endpoint speaks comm ranks, so positions map as on the comm's own). */
-  if (coll__t_host(ctx->t) != NULL) {
-    host.t = coll__t_host(ctx->t);
-    host.seg_bytes = coll__t_segment_bytes(host.t);
+  /* Within the host, the segment of the endpoint that carries the host's
+   * ranks where the comm's transport routes them to one (shared memory). */
+  if (coll__t_hints(ctx->t)->seg_local > 0) {
+    host.seg_bytes = coll__t_hints(ctx->t)->seg_local;
     host.seg_max_bytes = 0;
   }
   host.rank = i;

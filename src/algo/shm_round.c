@@ -7,7 +7,7 @@ coll_status_t coll__shm_round_init(shm_run_t *S, const coll_algo_ctx_t *ctx,
                                    const char *what) {
   coll__algo_run_init(&S->run, ctx, what, ALGO_PH_SHM);
   S->sh = coll__t_shared(ctx->t);
-  S->tctx = ctx->t->ctx;
+  S->tctx = coll__t_shared_arg(ctx->t);
   S->self = coll__ctx_rank(ctx, ctx->rank);
   S->world = ctx->world;
   S->round = 0;

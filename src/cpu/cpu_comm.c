@@ -255,7 +255,8 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
     coll_transport_destroy(t);
     return coll__err(COLL_ERR_NO_MEMORY, "comm_create: out of memory");
   }
-  s = coll__topo_init(&cpu->topo, t->world, t->rank, t->host_of);
+  s = coll__topo_init(&cpu->topo, coll_transport_size(t),
+                      coll_transport_rank(t), coll__t_hosts(t));
   if (s != COLL_OK) {
     free(cpu);
     coll_transport_destroy(t);
@@ -266,7 +267,8 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
     uv_mutex_destroy(&cpu->mu);
     goto sys;
   }
-  s = coll__comm_new(&cpu_ops, t->rank, t->world, cfg, &c);
+  s = coll__comm_new(&cpu_ops, coll_transport_rank(t), coll_transport_size(t),
+                     cfg, &c);
   if (s != COLL_OK) {
     uv_cond_destroy(&cpu->cv);
     uv_mutex_destroy(&cpu->mu);
@@ -277,7 +279,7 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   }
   cpu->comm = c;
   cpu->t = t;
-  coll__t_set_timeout(t, c->timeout_ms);
+  coll__t_adopt(t, c->timeout_ms);
   atomic_init(&cpu->aborted, 0);
   read_tuning(cpu);
   c->be = cpu;
@@ -292,7 +294,8 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   }
   COLL_INFO(COLL_LOG_INIT,
             "comm %s over %s: %d ranks on %d hosts, timeout %lld ms", c->name,
-            t->ops.name, t->world, cpu->topo.nhosts, (long long)c->timeout_ms);
+            coll__t_name(t), coll_transport_size(t), cpu->topo.nhosts,
+            (long long)c->timeout_ms);
   *out = c;
   return COLL_OK;
 sys:

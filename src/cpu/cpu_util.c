@@ -107,7 +107,7 @@ void coll__cpu_note_report(coll_cpu_t *cpu, coll_status_t s) {
   if (has_origin && o.cause != COLL_CAUSE_TIMEOUT) return;
   if (!coll__t_report(cpu->t, rep, sizeof rep)) return;
   if (strstr(coll_last_error(), rep) != NULL) return;
-  if (!has_origin || o.rank == cpu->t->rank) {
+  if (!has_origin || o.rank == coll_transport_rank(cpu->t)) {
     coll__err(s, "%s", rep); /* it names the call that timed out */
     return;
   }

@@ -51,8 +51,7 @@ static coll_status_t run_work(coll_cpu_t *cpu, const coll_work_t *w) {
     coll__err_prefix(what);
     coll__cpu_note_report(cpu, s);
   }
-  if (is_fatal(s) || atomic_load(&cpu->t->aborted))
-    coll__cpu_set_broken(cpu, s);
+  if (is_fatal(s) || coll__t_aborted(cpu->t)) coll__cpu_set_broken(cpu, s);
   return s;
 }
 

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* transport.c: validating a provider's vtable and calling its slots. */
+/* transport.c: making an endpoint of a provider table (ours, or a third
+ * party's adapted into one) and calling its slots. */
 #include "transport/transport.h"
+
+#include "transport/endpoint.h"
 
 #include <sched.h>
 #include <stdint.h>
@@ -15,15 +18,54 @@
 #define OPS_HAS(ops, slot) \
   ((ops)->size >= offsetof(coll_transport_ops_t, slot) + sizeof((ops)->slot))
 
+coll_status_t coll__t_create(const coll_provider_t *p, void *ctx, int rank,
+                             int world, coll_transport_t **out) {
+  coll_transport_t *t;
+  *out = NULL;
+  if (p->size != sizeof *p || p->version != COLL_PROVIDER_VERSION ||
+      p->isend == NULL || p->irecv == NULL || p->wait == NULL ||
+      p->abort == NULL || p->destroy == NULL)
+    return coll__err(COLL_ERR_INTERNAL,
+                     "transport: provider '%.32s' has a table of size %zu, "
+                     "version %u or without a mandatory slot",
+                     p->name ? p->name : "?", p->size, p->version);
+  if (world < 1 || rank < 0 || rank >= world)
+    return coll__err(COLL_ERR_INVALID_ARG,
+                     "transport_create: rank %d out of range for world %d",
+                     rank, world);
+  t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "transport_create: out of memory");
+  t->p = *p;
+  /* The name is copied: the provider's string may be freed after this. */
+  snprintf(t->name, sizeof t->name, "%s", p->name ? p->name : "custom");
+  t->p.name = t->name;
+  t->ctx = ctx;
+  t->rank = rank;
+  t->world = world;
+  atomic_init(&t->aborted, 0);
+  coll__pos_init(&t->pos_own);
+  t->pos = p->position != NULL ? p->position(ctx) : NULL;
+  if (t->pos == NULL) t->pos = &t->pos_own;
+  t->shared = p->rounds != NULL ? p->rounds(ctx) : NULL;
+  t->timeout_ms = -1;
+  atomic_init(&t->report_claimed, 0);
+  atomic_init(&t->report_ready, 0);
+  *out = t;
+  return COLL_OK;
+}
+
 /* The one rule for ctx: it becomes the transport's only when this call
  * returns COLL_OK. On any failure no slot of the table is called, so the
  * caller frees ctx as it would have without calling us. (Calling destroy on
  * some failures would need the slot to be trusted, which a table that is
- * NULL or too small cannot be; one rule is easier to get right.) */
+ * NULL or too small cannot be; one rule is easier to get right.) A third
+ * party's table becomes a provider table with its slots and no optional
+ * ones of libcoll's own. */
 coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
                                     int rank, int world,
                                     coll_transport_t **out) {
-  coll_transport_t *t;
+  coll_provider_t p = {.size = sizeof p, .version = COLL_PROVIDER_VERSION};
   coll_status_t s = COLL_ERR_INVALID_ARG;
   coll__err_clear();
   if (out != NULL) *out = NULL;
@@ -54,199 +96,100 @@ coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
                      : ops->abort == NULL ? "abort"
                                           : "destroy");
   if (out == NULL) return coll__err(s, "transport_create: out is NULL");
-  if (world < 1 || rank < 0 || rank >= world)
-    return coll__err(s, "transport_create: rank %d out of range for world %d",
-                     rank, world);
-  t = calloc(1, sizeof *t);
-  if (t == NULL)
-    return coll__err(COLL_ERR_NO_MEMORY, "transport_create: out of memory");
-  memcpy(&t->ops, ops, ops->size < sizeof t->ops ? ops->size : sizeof t->ops);
-  t->ops.size = sizeof t->ops;
-  if (!OPS_HAS(ops, barrier)) t->ops.barrier = NULL;
-  /* The name is copied: the provider's string may be freed after this. */
-  snprintf(t->name, sizeof t->name, "%s", ops->name ? ops->name : "custom");
-  t->ops.name = t->name;
-  t->ctx = ctx;
-  t->rank = rank;
-  t->world = world;
-  atomic_init(&t->aborted, 0);
-  coll__pos_init(&t->pos_own);
-  t->pos = &t->pos_own;
-  t->timeout_ms = -1;
-  atomic_init(&t->report_claimed, 0);
-  atomic_init(&t->report_ready, 0);
-  atomic_init(&t->routed, 0);
-  *out = t;
-  return COLL_OK;
+  p.name = ops->name;
+  p.isend = ops->isend;
+  p.irecv = ops->irecv;
+  p.wait = ops->wait;
+  p.abort = ops->abort;
+  p.destroy = ops->destroy;
+  if (OPS_HAS(ops, barrier)) p.barrier = ops->barrier;
+  return coll__t_create(&p, ctx, rank, world, out);
 }
 
 void coll_transport_destroy(coll_transport_t *t) {
   if (t == NULL) return;
-  coll_transport_destroy(t->host);
-  t->ops.destroy(t->ctx);
+  t->p.destroy(t->ctx);
   free(t->host_of);
   free(t);
-}
-
-coll_status_t coll__t_set_hosts(coll_transport_t *t, const int *host_of) {
-  int *copy = NULL;
-  if (host_of != NULL) {
-    copy = malloc((size_t)t->world * sizeof *copy);
-    if (copy == NULL)
-      return coll__err(COLL_ERR_NO_MEMORY, "transport: out of memory");
-    memcpy(copy, host_of, (size_t)t->world * sizeof *copy);
-  }
-  free(t->host_of);
-  t->host_of = copy;
-  return COLL_OK;
 }
 
 void (*coll__t_send_test_hook)(const coll_transport_t *t, int peer,
                                size_t len) = NULL;
 
-void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes) {
-  t->seg_bytes = bytes;
-}
-
-void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes) {
-  t->seg_crowded = bytes;
-}
-
 size_t coll__t_segment_bytes(const coll_transport_t *t) {
-  return t->seg_bytes > 0 ? t->seg_bytes : COLL_T_SEGMENT_DEFAULT;
-}
-
-void coll__t_set_segment_bytes_large(coll_transport_t *t, size_t bytes) {
-  t->seg_large = bytes;
+  return t->p.hints.seg_bytes > 0 ? t->p.hints.seg_bytes
+                                  : COLL_T_SEGMENT_DEFAULT;
 }
 
 /* Whether this rank's host has more of the comm's ranks than `cores`. */
 static int crowded(const coll_transport_t *t, unsigned cores) {
   unsigned local = 0;
-  if (t->seg_crowded == 0 || t->host_of == NULL) return 0;
+  if (t->p.hints.seg_crowded == 0 || t->host_of == NULL) return 0;
   for (int r = 0; r < t->world; r++)
     local += t->host_of[r] == t->host_of[t->rank];
   return local > cores;
 }
 
 size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores) {
-  return crowded(t, cores) ? t->seg_crowded : coll__t_segment_bytes(t);
+  return crowded(t, cores) ? t->p.hints.seg_crowded : coll__t_segment_bytes(t);
 }
 
 size_t coll__t_segment_bytes_max_for(const coll_transport_t *t,
                                      unsigned cores) {
   size_t floor = coll__t_segment_bytes(t);
-  if (crowded(t, cores)) return t->seg_crowded;
-  return t->seg_large > floor ? t->seg_large : floor;
+  if (crowded(t, cores)) return t->p.hints.seg_crowded;
+  return t->p.hints.seg_large > floor ? t->p.hints.seg_large : floor;
 }
 
 int coll__t_segment_varies(const coll_transport_t *t) {
-  return t->seg_crowded != 0 && t->host_of != NULL &&
-         t->seg_crowded != coll__t_segment_bytes(t);
+  return t->p.hints.seg_crowded != 0 && t->host_of != NULL &&
+         t->p.hints.seg_crowded != coll__t_segment_bytes(t);
 }
 
 int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }
 
 int coll_transport_size(const coll_transport_t *t) { return t ? t->world : -1; }
 
-/* Routing to the host endpoint. A routed request carries the host
- * endpoint's request with its low bit set: providers' requests are
- * pointers to their own objects, never odd. */
-#define ROUTED ((uintptr_t)1)
-
-static int routes(const coll_transport_t *t, int peer) {
-  return t->host != NULL && t->host_of != NULL && peer != t->rank &&
-         peer >= 0 && peer < t->world &&
-         t->host_of[peer] == t->host_of[t->rank];
+const coll_t_shared_t *coll__t_shared(const coll_transport_t *t) {
+  return t->shared;
 }
 
-static int is_routed(coll_treq_t req) { return ((uintptr_t)req & ROUTED) != 0; }
+void *coll__t_shared_arg(const coll_transport_t *t) { return t->ctx; }
 
-static coll_treq_t unrouted(coll_treq_t req) {
-  return (coll_treq_t)((uintptr_t)req & ~ROUTED);
+const coll_t_hints_t *coll__t_hints(const coll_transport_t *t) {
+  return &t->p.hints;
 }
 
-/* Marks a request routed to the host endpoint, and notes each posted
- * request's peer for the flight recorder, which names the peer a failed
- * wait was on (a few stores, thread-local). */
-static coll_status_t posted(coll_transport_t *t, coll_transport_t *via,
-                            coll_status_t s, int peer, coll_treq_t *req) {
-  if (s != COLL_OK) return s;
-  if (via != t) {
-    *req = (coll_treq_t)((uintptr_t)*req | ROUTED);
-    atomic_fetch_add(&t->routed, 1);
-  }
-  coll__trace_note_req(*req, peer);
-  return s;
+const char *coll__t_name(const coll_transport_t *t) { return t->name; }
+
+int coll__t_aborted(const coll_transport_t *t) {
+  return atomic_load(&((coll_transport_t *)t)->aborted);
 }
 
+const int *coll__t_hosts(const coll_transport_t *t) { return t->host_of; }
+
+/* Notes each posted request's peer for the flight recorder, which names
+ * the peer a failed wait was on (a few stores, thread-local). */
 coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req) {
-  coll_transport_t *via = routes(t, peer) ? t->host : t;
-  coll_status_t s = via->ops.isend(via->ctx, peer, tag, buf, len, req);
-  s = posted(t, via, s, peer, req);
-  if (s == COLL_OK && coll__t_send_test_hook != NULL)
-    coll__t_send_test_hook(via, peer, len);
+  coll_status_t s = t->p.isend(t->ctx, peer, tag, buf, len, req);
+  if (s != COLL_OK) return s;
+  coll__trace_note_req(*req, peer);
+  if (coll__t_send_test_hook != NULL && !t->composite)
+    coll__t_send_test_hook(t, peer, len);
   return s;
 }
 
 coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
                             void *buf, size_t cap, coll_treq_t *req) {
-  coll_transport_t *via = routes(t, peer) ? t->host : t;
-  coll_status_t s = via->ops.irecv(via->ctx, peer, tag, buf, cap, req);
-  return posted(t, via, s, peer, req);
-}
-
-/* The spin, then the turns, of a wait on the comm's own endpoint while
- * routed requests are pending (wait_both). */
-#define ROUTE_SPIN_NS 50000
-#define ROUTE_TURN_MS 1
-
-/* A wait on the comm's own endpoint while requests routed to its host
- * endpoint are pending. Shared memory moves only while a thread of its
- * rank works on it, so this wait moves them too: otherwise a rank of this
- * host waiting for a routed send could wait on this rank, while this rank
- * waits on a rank of another host that waits on it (a cycle no single
- * endpoint sees). Turns on the own endpoint, each followed by a pass over
- * the host endpoint: looks at first (yielding the core between them),
- * then ROUTE_TURN_MS sleeps, so a routed transfer is held up at most that
- * long once this endpoint sleeps. */
-static coll_status_t wait_both(coll_transport_t *t, coll_treq_t req,
-                               int64_t timeout_ms, size_t *len) {
-  int64_t end = timeout_ms < 0 ? -1 : coll__now_ms() + timeout_ms;
-  uint64_t spin_end = coll__now_ns() + ROUTE_SPIN_NS;
-  for (;;) {
-    int64_t turn = coll__now_ns() < spin_end ? 0 : ROUTE_TURN_MS, left = -1;
-    coll_status_t s;
-    t->host->kick(t->host->ctx);
-    if (atomic_load(&t->routed) == 0)
-      return t->ops.wait(t->ctx, req, coll__remaining_ms(end), len);
-    if (end >= 0) {
-      left = coll__remaining_ms(end);
-      if (left < turn) turn = left;
-    }
-    s = t->ops.wait(t->ctx, req, turn, len);
-    if (s != COLL_ERR_TIMEOUT || left == turn) return s;
-    coll__err_clear();
-    if (turn == 0) sched_yield();
-  }
+  coll_status_t s = t->p.irecv(t->ctx, peer, tag, buf, cap, req);
+  if (s == COLL_OK) coll__trace_note_req(*req, peer);
+  return s;
 }
 
 coll_status_t coll__t_wait_for(coll_transport_t *t, coll_treq_t req,
                                int64_t timeout_ms, size_t *len) {
-  coll_status_t s;
-  if (is_routed(req)) {
-    /* The caller's thread waits in shared memory from here: what it left
-     * pending on this endpoint must move meanwhile. */
-    if (t->kick != NULL) t->kick(t->ctx);
-    s = t->host->ops.wait(t->host->ctx, unrouted(req), timeout_ms, len);
-    /* Requests never end with TIMEOUT: it means still pending. */
-    if (s != COLL_ERR_TIMEOUT) atomic_fetch_sub(&t->routed, 1);
-    return s;
-  }
-  if (t->host != NULL && t->host->kick != NULL && atomic_load(&t->routed) > 0)
-    return wait_both(t, req, timeout_ms, len);
-  return t->ops.wait(t->ctx, req, timeout_ms, len);
+  return t->p.wait(t->ctx, req, timeout_ms, len);
 }
 
 coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
@@ -299,8 +242,8 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
                               int64_t deadline_ms) {
   int n = t->world, k;
   char token = 0, in = 0;
-  if (t->ops.barrier != NULL)
-    return t->ops.barrier(t->ctx, coll__remaining_ms(deadline_ms));
+  if (t->p.barrier != NULL)
+    return t->p.barrier(t->ctx, coll__remaining_ms(deadline_ms));
   /* Dissemination barrier: ceil(log2 n) rounds, each a send to rank+2^k and
    * a receive from rank-2^k, posted together so no round can deadlock. */
   for (k = 1; k < n; k <<= 1) {
@@ -317,98 +260,39 @@ coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
   return COLL_OK;
 }
 
-void coll__t_set_fail_hooks(coll_transport_t *t,
-                            void (*fail)(void *ctx, const coll_origin_t *o),
-                            int (*origin)(void *ctx, coll_origin_t *o)) {
-  t->fail = fail;
-  t->origin = origin;
-}
-
-void coll__t_set_shrink_hooks(coll_transport_t *t,
-                              coll_status_t (*shrink)(void *ctx,
-                                                      int64_t deadline_ms,
-                                                      coll_transport_t **out),
-                              void (*leave)(void *ctx)) {
-  t->shrink = shrink;
-  t->leave = leave;
-}
-
 void coll__t_leave(coll_transport_t *t) {
-  if (t->leave != NULL) t->leave(t->ctx);
+  if (t->p.leave != NULL) t->p.leave(t->ctx);
 }
 
 coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
                              coll_transport_t **out) {
   *out = NULL;
-  if (t->shrink == NULL)
+  if (t->p.shrink == NULL)
     return coll__err(COLL_ERR_NOT_AVAILABLE,
                      "the '%s' transport cannot shrink (the TCP transport "
                      "with COLL_ELASTIC=1 and the in-process one can)",
                      t->name);
-  return t->shrink(t->ctx, deadline_ms, out);
-}
-
-void coll__t_set_shared(coll_transport_t *t, const coll_t_shared_t *sh) {
-  t->shared = sh;
-}
-
-void coll__t_set_host(coll_transport_t *t, coll_transport_t *host) {
-  t->host = host;
-  if (host != NULL) host->parent = t;
-}
-
-void coll__t_set_kick(coll_transport_t *t, void (*kick)(void *ctx)) {
-  t->kick = kick;
+  return t->p.shrink(t->ctx, deadline_ms, out);
 }
 
 void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
-static void fail_at(coll_transport_t *t, const coll_origin_t *o) {
+void coll__t_fail_at(coll_transport_t *t, const coll_origin_t *o) {
   atomic_store(&t->aborted, 1);
-  if (t->fail != NULL)
-    t->fail(t->ctx, o);
+  if (t->p.fail != NULL)
+    t->p.fail(t->ctx, o);
   else
-    t->ops.abort(t->ctx);
-}
-
-/* The comm's main endpoint fails first, so the peers on other hosts learn
- * of it; its host endpoint then fails with the origin the main one holds
- * (a comm rank: the host endpoint speaks comm ranks), so this host's ranks
- * waiting in shared memory report the same failure as everyone else. */
-static void fail_tree(coll_transport_t *t, const coll_origin_t *o) {
-  coll_origin_t held;
-  fail_at(t, o);
-  if (t->host == NULL) return;
-  if (!coll__t_origin(t, &held)) held = *o;
-  fail_at(t->host, &held);
+    t->p.abort(t->ctx);
 }
 
 void coll__t_fail(coll_transport_t *t, coll_status_t s) {
-  coll_origin_t o;
-  if (t->parent != NULL) {
-    /* A host endpoint's failure is the comm's: where it started is what
-     * this endpoint heard from a peer of the host, else this rank with s
-     * (the main endpoint asks the whole comm about a timeout). */
-    if (coll__t_origin(t, &o))
-      fail_tree(t->parent, &o);
-    else
-      coll__t_fail(t->parent, s);
-    return;
-  }
-  /* A failure a routed request met started where its host endpoint
-   * heard (a rank of this host lost), unless this endpoint heard first. */
-  if (t->host != NULL && !coll__t_origin(t, &o) &&
-      coll__t_origin(t->host, &o)) {
-    fail_tree(t, &o);
-    return;
-  }
-  o = coll__origin_local(t->rank, s);
+  coll_origin_t o = coll__origin_local(t->rank, s);
   if (s == COLL_ERR_TIMEOUT) coll__t_desync(t);
-  fail_tree(t, &o);
+  coll__t_fail_at(t, &o);
 }
 
 int coll__t_origin(coll_transport_t *t, coll_origin_t *o) {
-  return t->origin != NULL && t->origin(t->ctx, o);
+  return t->p.origin != NULL && t->p.origin(t->ctx, o);
 }
 
 coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
@@ -419,9 +303,7 @@ coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
   coll__t_fail(t, first != COLL_OK ? first : COLL_ERR_ABORTED);
   (void)coll__t_wait_for(t, req, -1, &len);
   coll__err_restore(msg);
-  /* This rank's own timeout: the report says more than "no progress" (a
-   * host endpoint's timeout was reported by the comm's endpoint). */
-  if (t->parent != NULL) t = t->parent;
+  /* This rank's own timeout: the report says more than "no progress". */
   if (first == COLL_ERR_TIMEOUT && atomic_load(&t->report_ready))
     coll__err(first, "%s", t->report);
   return first;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* transport.h: the endpoint object behind coll_transport_t and the calls the
- * algorithms use. Algorithms see only these; never a socket. */
+/* transport.h: the calls the algorithms and the CPU backend make on an
+ * endpoint (coll_transport_t, opaque here: endpoint.h). They see only
+ * these; never a socket, never a provider's state. */
 #ifndef COLL_TRANSPORT_TRANSPORT_H
 #define COLL_TRANSPORT_TRANSPORT_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,76 +16,18 @@
 /* Longest provider name kept (longer ones are cut). */
 #define COLL_TRANSPORT_NAME_MAX 32
 
-struct coll_transport {
-  coll_transport_ops_t ops; /* copied; slots past the provider's size NULL;
-                               ops.name points at name[] below */
-  char name[COLL_TRANSPORT_NAME_MAX];
-  void *ctx;
-  int rank;
-  int world;
-  atomic_int aborted;
-  size_t seg_bytes;   /* the pipeline segment it moves best; 0: not said */
+/* What a provider tells the CPU backend to tune from (provider.h). Zero:
+ * not said. */
+typedef struct coll_t_hints {
+  size_t seg_bytes;   /* the pipeline segment it moves best; 0: the
+                         default (COLL_T_SEGMENT_DEFAULT) */
   size_t seg_crowded; /* the same where this host's ranks outnumber its
                          cores; 0: seg_bytes */
   size_t seg_large;   /* what long blocks' segments may grow to, where the
                          host is not crowded; 0: seg_bytes */
-  /* host_of[r]: the number of rank r's host (hosts numbered by their
-   * lowest rank), as learnt at rendezvous; NULL: every rank on one host (a
-   * third party's transport, the in-process one). Owned. */
-  int *host_of;
-  /* libcoll's own transports only (NULL for a third party's): `fail` ends
-   * the endpoint like abort, for a failure that started at o, and tells
-   * the peers o before it closes anything (an origin it already holds
-   * wins); `origin` reports the origin the endpoint failed for, if any. */
-  void (*fail)(void *ctx, const coll_origin_t *o);
-  int (*origin)(void *ctx, coll_origin_t *o);
-  /* libcoll's own transports that can shrink (NULL: cannot): agrees with
-   * the other survivors and builds their endpoint (see coll__t_shrink). */
-  coll_status_t (*shrink)(void *ctx, int64_t deadline_ms,
-                          coll_transport_t **out);
-  /* With shrink: the owner aborted, so this rank will never shrink; the
-   * others' agreements must not wait for it. Any thread. */
-  void (*leave)(void *ctx);
-  /* Where the comm over this endpoint is (core/position.h): pos_own, or a
-   * slot the transport keeps where its peers can read it (shared memory).
-   * The comm's threads write it, the transport answers peers from it. */
-  coll_pos_t *pos;
-  coll_pos_t pos_own;
-  int64_t timeout_ms; /* the comm's, for the desync report; < 0: none */
-  /* libcoll's own transports only (NULL for a third party's): `ask` fills
-   * out[r] and answered[r] = 1 for every rank that said where it is within
-   * budget_ms (this rank included); `tell` hands the desync report to the
-   * peers, carried with the failure that follows; `heard` copies the
-   * report a peer carried here (1) or returns 0. */
-  void (*ask)(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
-              unsigned char *answered);
-  void (*tell)(void *ctx, const char *report);
-  int (*heard)(void *ctx, char *buf, size_t n);
-  /* This rank's own report, written once by the thread that timed out. */
-  atomic_int report_claimed, report_ready;
-  char report[COLL_DESYNC_REPORT_MAX];
-  /* Memory every rank maps, for collectives designed for shared memory;
-   * NULL where the transport has none (all but shm). */
-  const struct coll_t_shared *shared;
-  /* The host endpoint of a comm that spans hosts: shared memory among
-   * this host's ranks, speaking comm ranks, for the steps of two-level
-   * collectives within the host (coll__t_set_host). Owned; NULL: none. */
-  struct coll_transport *host;
-  /* On a host endpoint: the endpoint that owns it. Not owned. */
-  struct coll_transport *parent;
-  /* On an endpoint with a host endpoint: the requests it routed there
-   * (coll__t_isend/irecv to a rank of this host) not yet reaped. While
-   * any are, its own waits also kick the host endpoint. */
-  atomic_int routed;
-  /* Keeps this endpoint's pending requests moving while the caller's
-   * thread waits on the other endpoint of its comm (the host endpoint, or
-   * its parent): shared memory makes one pass over them without waiting
-   * (it moves only while a thread of its rank works on it, so a wait on
-   * the parent kicks it every turn); TCP hands what the caller does not
-   * drive to its loop thread (kicked once, before a wait on the host
-   * endpoint). NULL: they move on their own. Any thread. */
-  void (*kick)(void *ctx);
-};
+  size_t seg_local;   /* the segment between ranks of this host, where
+                         another endpoint carries them (route/); 0: none */
+} coll_t_hints_t;
 
 /* A transport's shared memory, as the shared-memory collectives
  * (algo/allreduce_shm.c) see it: every rank owns two slots and two result
@@ -138,13 +80,19 @@ typedef struct coll_t_shared {
   void *(*note)(void *ctx, int r, int b);
 } coll_t_shared_t;
 
-/* Records the transport's shared memory. One thread, right after
- * coll_transport_create. */
-void coll__t_set_shared(coll_transport_t *t, const coll_t_shared_t *sh);
-/* The transport's shared memory, or NULL. Any thread. */
-static inline const coll_t_shared_t *coll__t_shared(const coll_transport_t *t) {
-  return t->shared;
-}
+/* The transport's shared memory, or NULL, and the argument its calls take.
+ * Any thread. */
+const coll_t_shared_t *coll__t_shared(const coll_transport_t *t);
+void *coll__t_shared_arg(const coll_transport_t *t);
+/* The provider's hints (provider.h). Any thread. */
+const coll_t_hints_t *coll__t_hints(const coll_transport_t *t);
+/* The provider's name ("tcp", "shm", ...). Any thread. */
+const char *coll__t_name(const coll_transport_t *t);
+/* 1 once the endpoint was aborted or failed. Any thread. */
+int coll__t_aborted(const coll_transport_t *t);
+/* Which host each rank is on (route/route.h; world entries), or NULL:
+ * every rank on one host. Any thread. */
+const int *coll__t_hosts(const coll_transport_t *t);
 
 /* The pipeline segment for a transport that states no preference (a third
  * party's): 1 MiB, what suits sockets. */
@@ -153,11 +101,7 @@ static inline const coll_t_shared_t *coll__t_shared(const coll_transport_t *t) {
 /* A transport request as the algorithms hold it. */
 typedef void *coll_treq_t;
 
-/* Post a send / a receive. On failure nothing is pending. One thread.
- * An endpoint with a host endpoint (coll__t_set_host) routes the ones
- * with a rank of its own host there, through shared memory; the request
- * says which endpoint holds it, and every call below that takes one asks
- * that endpoint. */
+/* Post a send / a receive. On failure nothing is pending. One thread. */
 coll_status_t coll__t_isend(coll_transport_t *t, int peer, uint32_t tag,
                             const void *buf, size_t len, coll_treq_t *req);
 coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
@@ -168,7 +112,7 @@ coll_status_t coll__t_irecv(coll_transport_t *t, int peer, uint32_t tag,
  * NULL. One thread. */
 coll_status_t coll__t_wait(coll_transport_t *t, coll_treq_t req,
                            int64_t deadline_ms, size_t *len);
-/* The provider's wait on req, routed: at most timeout_ms (< 0: no bound,
+/* The provider's wait on req: at most timeout_ms (< 0: no bound,
  * 0: a look). COLL_ERR_TIMEOUT leaves the request pending; anything else
  * reaped it. One thread per request. */
 coll_status_t coll__t_wait_for(coll_transport_t *t, coll_treq_t req,
@@ -184,20 +128,10 @@ coll_status_t coll__t_recv(coll_transport_t *t, int peer, uint32_t tag,
 /* The provider's barrier, or a dissemination barrier on send/recv. */
 coll_status_t coll__t_barrier(coll_transport_t *t, uint32_t tag,
                               int64_t deadline_ms);
-/* Records the segment size (bytes) the transport moves best, for the CPU
- * ring's pipeline. libcoll's own transports call it right after
- * coll_transport_create. One thread, before the endpoint is used. */
-void coll__t_set_segment_bytes(coll_transport_t *t, size_t bytes);
-/* The segment where the ranks of this rank's host (coll__t_set_hosts)
- * outnumber the cores the host gives them (coll__host_cores), when that
- * differs: each message then costs a switch between ranks, and fewer,
- * larger ones pay. One thread, before the endpoint is used. */
-void coll__t_set_segment_bytes_crowded(coll_transport_t *t, size_t bytes);
-/* The segment long blocks may grow to (algo/ring.c) where the host is not
- * crowded. One thread, before the endpoint is used. */
-void coll__t_set_segment_bytes_large(coll_transport_t *t, size_t bytes);
-/* The transport's preferred pipeline segment, else COLL_T_SEGMENT_DEFAULT;
- * its crowded one where this host's ranks outnumber `cores`. Any thread. */
+/* The transport's preferred pipeline segment (coll_t_hints_t), else
+ * COLL_T_SEGMENT_DEFAULT; its crowded one where this host's ranks
+ * outnumber `cores` (coll__host_cores): each message then costs a switch
+ * between ranks, and fewer, larger ones pay. Any thread. */
 size_t coll__t_segment_bytes(const coll_transport_t *t);
 size_t coll__t_segment_bytes_for(const coll_transport_t *t, unsigned cores);
 /* What segments may grow to on this rank: the large segment, or the
@@ -209,29 +143,12 @@ size_t coll__t_segment_bytes_max_for(const coll_transport_t *t, unsigned cores);
  * agrees on one segment at creation. Any thread. */
 int coll__t_segment_varies(const coll_transport_t *t);
 
-/* Records which host each rank is on (world entries, copied; NULL forgets
- * it). COLL_ERR_NO_MEMORY when the copy cannot be made. One thread, before
- * the endpoint is used. */
-coll_status_t coll__t_set_hosts(coll_transport_t *t, const int *host_of);
-
 /* Test hook: when set, called with every send posted through
- * coll__t_isend (the peer is a comm rank). Not exported from libcoll.so. */
+ * coll__t_isend (the peer is a comm rank), with the endpoint that carries
+ * it (a composite's part: route/). Not exported from libcoll.so. */
 extern void (*coll__t_send_test_hook)(const coll_transport_t *t, int peer,
                                       size_t len);
 
-/* Records the failure hooks of one of libcoll's own transports. One
- * thread, right after coll_transport_create. */
-void coll__t_set_fail_hooks(coll_transport_t *t,
-                            void (*fail)(void *ctx, const coll_origin_t *o),
-                            int (*origin)(void *ctx, coll_origin_t *o));
-
-/* Records the shrink hooks of one of libcoll's own transports. One
- * thread, right after coll_transport_create. */
-void coll__t_set_shrink_hooks(coll_transport_t *t,
-                              coll_status_t (*shrink)(void *ctx,
-                                                      int64_t deadline_ms,
-                                                      coll_transport_t **out),
-                              void (*leave)(void *ctx));
 /* The owner aborted the comm: this rank leaves the group for good (the
  * survivors' agreement does not wait for it). Any thread; idempotent. */
 void coll__t_leave(coll_transport_t *t);
@@ -244,14 +161,6 @@ void coll__t_leave(coll_transport_t *t);
  * old endpoint stays the caller's to destroy. One thread. */
 coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
                              coll_transport_t **out);
-/* Records the desync hooks of one of libcoll's own transports, and where
- * the comm's position lives (NULL: in the endpoint). One thread, right
- * after coll_transport_create. */
-void coll__t_set_desync_hooks(coll_transport_t *t, coll_pos_t *store,
-                              void (*ask)(void *, int64_t, coll_pos_snap_t *,
-                                          unsigned char *),
-                              void (*tell)(void *, const char *),
-                              int (*heard)(void *, char *, size_t));
 /* Once per endpoint, for a timeout seen here (not one a peer's failure
  * brought): asks the peers where they
  * are, writes this rank's report and hands it to the peers (`tell`). Does
@@ -259,8 +168,10 @@ void coll__t_set_desync_hooks(coll_transport_t *t, coll_pos_t *store,
 void coll__t_desync(coll_transport_t *t);
 /* The comm's position on this endpoint. Any thread. */
 coll_pos_t *coll__t_position(coll_transport_t *t);
-/* The comm's timeout, for the desync report. One thread, before use. */
-void coll__t_set_timeout(coll_transport_t *t, int64_t timeout_ms);
+/* A comm adopts t: its timeout (< 0: none) bounds the desync report's
+ * questions and is named in the report. One thread, at the comm's
+ * creation, before the endpoint is used. */
+void coll__t_adopt(coll_transport_t *t, int64_t timeout_ms);
 /* The desync report this endpoint holds: for a failure that started on
  * another rank the one a peer carried here, else its own (it timed out);
  * 1 and the text in buf (n bytes), or 0. Any thread. */
@@ -272,18 +183,6 @@ int coll__t_report(coll_transport_t *t, char *buf, size_t n);
 void coll__t_origin_text(coll_transport_t *t, const coll_origin_t *o, char *buf,
                          size_t n);
 
-/* Gives t its host endpoint (owned from here; destroyed with t). A
- * failure of either is the other's (coll__t_fail): the comm fails as one.
- * One thread, right after both were made, before the endpoint is used. */
-void coll__t_set_host(coll_transport_t *t, coll_transport_t *host);
-/* Records the endpoint's kick (see the struct). One thread, right after
- * coll_transport_create. */
-void coll__t_set_kick(coll_transport_t *t, void (*kick)(void *ctx));
-/* t's host endpoint, or NULL. Any thread. */
-static inline coll_transport_t *coll__t_host(const coll_transport_t *t) {
-  return t->host;
-}
-
 /* Aborts the endpoint (idempotent, any thread): the owner's abort. */
 void coll__t_abort(coll_transport_t *t);
 /* Ends the endpoint because of a failure seen here with status s: like
@@ -291,10 +190,8 @@ void coll__t_abort(coll_transport_t *t);
  * endpoint already received, else this rank with s). For a timeout, it
  * first asks every peer where it is (within min(1 s, half the comm's
  * timeout)) and leaves the report as this thread's error text; the peers
- * get the report with the failure. An endpoint with a host endpoint ends
- * that one too, with the same origin; a host endpoint ends its parent
- * (with the origin it heard of, else with s: a timeout asks the whole
- * comm) and so itself. Any thread. */
+ * get the report with the failure. A composite (route/) ends both its
+ * endpoints, with the same origin. Any thread. */
 void coll__t_fail(coll_transport_t *t, coll_status_t s);
 /* 1 and *o if the endpoint knows where its failure started. Any thread. */
 int coll__t_origin(coll_transport_t *t, coll_origin_t *o);

@@ -9,26 +9,16 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "transport/endpoint.h"
 #include "transport/transport.h"
 
 /* The longest the peers are asked for: an answer takes a round trip, and
  * every rank waits on this one's failure meanwhile. */
 #define DESYNC_BUDGET_MAX_MS 1000
 
-void coll__t_set_desync_hooks(coll_transport_t *t, coll_pos_t *store,
-                              void (*ask)(void *, int64_t, coll_pos_snap_t *,
-                                          unsigned char *),
-                              void (*tell)(void *, const char *),
-                              int (*heard)(void *, char *, size_t)) {
-  if (store != NULL) t->pos = store;
-  t->ask = ask;
-  t->tell = tell;
-  t->heard = heard;
-}
-
 coll_pos_t *coll__t_position(coll_transport_t *t) { return t->pos; }
 
-void coll__t_set_timeout(coll_transport_t *t, int64_t timeout_ms) {
+void coll__t_adopt(coll_transport_t *t, int64_t timeout_ms) {
   t->timeout_ms = timeout_ms;
 }
 
@@ -44,7 +34,7 @@ void coll__t_desync(coll_transport_t *t) {
   unsigned char *answered;
   coll_origin_t seen;
   int expected = 0;
-  if (t->ask == NULL) return;
+  if (t->p.ask == NULL) return;
   /* A timeout this rank only heard of: the rank where it started asks. */
   if (coll__t_origin(t, &seen) && seen.rank != t->rank) return;
   if (!atomic_compare_exchange_strong(&t->report_claimed, &expected, 1)) return;
@@ -56,7 +46,7 @@ void coll__t_desync(coll_transport_t *t) {
     free(answered);
     return;
   }
-  t->ask(t->ctx, ask_budget(t->timeout_ms), pos, answered);
+  t->p.ask(t->ctx, ask_budget(t->timeout_ms), pos, answered);
   coll__pos_read(t->pos, &pos[t->rank]);
   answered[t->rank] = 1;
   coll__desync_report(t->rank, t->world, pos, answered, t->timeout_ms,
@@ -65,7 +55,7 @@ void coll__t_desync(coll_transport_t *t) {
   free(answered);
   atomic_store(&t->report_ready, 1);
   COLL_WARN(COLL_LOG_COLL, "%s", t->report);
-  if (t->tell != NULL) t->tell(t->ctx, t->report);
+  if (t->p.tell != NULL) t->p.tell(t->ctx, t->report);
 }
 
 int coll__t_report(coll_transport_t *t, char *buf, size_t n) {
@@ -73,14 +63,14 @@ int coll__t_report(coll_transport_t *t, char *buf, size_t n) {
   /* A failure that started elsewhere: the report of the rank where it
    * started, which every rank it ends shares (this rank may have asked
    * too, and heard less while the failure reached it). */
-  if (coll__t_origin(t, &o) && o.rank != t->rank && t->heard != NULL &&
-      t->heard(t->ctx, buf, n))
+  if (coll__t_origin(t, &o) && o.rank != t->rank && t->p.heard != NULL &&
+      t->p.heard(t->ctx, buf, n))
     return 1;
   if (atomic_load(&t->report_ready)) {
     snprintf(buf, n, "%s", t->report);
     return 1;
   }
-  return t->heard != NULL && t->heard(t->ctx, buf, n);
+  return t->p.heard != NULL && t->p.heard(t->ctx, buf, n);
 }
 
 void coll__t_origin_text(coll_transport_t *t, const coll_origin_t *o, char *buf,

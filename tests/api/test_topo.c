@@ -27,6 +27,7 @@
 
 #include "algo/topo.h"
 #include "api_test.h"
+#include "transport/route/route.h"
 #include "transport/transport.h"
 
 #define MAXW 6
@@ -111,7 +112,7 @@ static void comms_open(const layout_t *L, const char *algo,
   cfg.timeout_ms = COMM_TIMEOUT_MS;
   assert_int_equal(coll_inproc_create(L->world, ts), COLL_OK);
   for (r = 0; r < L->world; r++)
-    assert_int_equal(coll__t_set_hosts(ts[r], L->host_of), COLL_OK);
+    assert_int_equal(coll__route_create(&ts[r], NULL, L->host_of), COLL_OK);
   for (r = 0; r < L->world; r++)
     if (coll_comm_create(ts[r], &cfg, &comms[r]) != COLL_OK)
       fail_msg("comm_create: %s", coll_last_error());
@@ -287,8 +288,9 @@ static void test_3p1(void **state) {
 static atomic_ullong g_sent[MAXW][MAXW];
 
 static void record_send(const coll_transport_t *t, int peer, size_t len) {
-  if (t->rank >= 0 && t->rank < MAXW && peer >= 0 && peer < MAXW)
-    atomic_fetch_add(&g_sent[t->rank][peer], (unsigned long long)len);
+  int rank = coll_transport_rank(t);
+  if (rank >= 0 && rank < MAXW && peer >= 0 && peer < MAXW)
+    atomic_fetch_add(&g_sent[rank][peer], (unsigned long long)len);
 }
 
 typedef struct traffic {

@@ -188,7 +188,7 @@ static int rank_main(void *p) {
     return 0;
   }
   snprintf(o->transport, sizeof o->transport, "%s",
-           ((coll_cpu_t *)c->be)->t->name);
+           coll__t_name(((coll_cpu_t *)c->be)->t));
   if (j->run_collectives) collectives(c, j->rank, j->world, o);
   if (j->kill_rank >= 0) until_killed(c, j, o);
   if (j->abort_rank >= 0) until_aborted(c, j, o);

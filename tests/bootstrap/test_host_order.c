@@ -43,16 +43,16 @@ typedef struct job {
 /* What the comm learnt: every rank's host and the order by host. */
 static void check_comm(job_t *j, int rank, coll_comm_t *c) {
   coll_cpu_t *cpu = c->be;
+  const int *host_of = coll__t_hosts(cpu->t);
   int r;
-  if (cpu->t->host_of == NULL) {
+  if (host_of == NULL) {
     snprintf(j->wrong[rank], sizeof j->wrong[rank], "no host table");
     return;
   }
   for (r = 0; r < WORLD; r++)
-    if (cpu->t->host_of[r] != k_host_of[r]) {
+    if (host_of[r] != k_host_of[r]) {
       snprintf(j->wrong[rank], sizeof j->wrong[rank],
-               "rank %d is on host %d, not %d", r, cpu->t->host_of[r],
-               k_host_of[r]);
+               "rank %d is on host %d, not %d", r, host_of[r], k_host_of[r]);
       return;
     }
   if (cpu->topo.nhosts != 2 || cpu->topo.local != 2 ||

@@ -42,6 +42,7 @@
 #include "core/clock.h"
 #include "cpu/cpu.h"
 #include "test_util.h"
+#include "transport/route/route.h"
 
 #define WORLD 4
 #define CHILD_MS 90000
@@ -78,8 +79,8 @@ static _Atomic size_t g_local_shm, g_local_tcp, g_remote_shm;
 static int same_host(int a, int b) { return (a & 1) == (b & 1); }
 
 static void count_send(const coll_transport_t *t, int peer, size_t len) {
-  int shm = strcmp(t->name, "shm") == 0;
-  if (!same_host(t->rank, peer))
+  int shm = strcmp(coll__t_name(t), "shm") == 0;
+  if (!same_host(coll_transport_rank(t), peer))
     atomic_fetch_add(shm ? &g_remote_shm : &g_local_tcp, shm ? len : 0);
   else
     atomic_fetch_add(shm ? &g_local_shm : &g_local_tcp, len);
@@ -323,7 +324,7 @@ static int rank_main(void *p) {
     return 0;
   }
   atomic_store(&o->ready, 1);
-  if (coll__t_host(((coll_cpu_t *)c->be)->t) == NULL) {
+  if (coll__route_host(((coll_cpu_t *)c->be)->t) == NULL) {
     fail_out(o, COLL_OK, "no host endpoint");
   } else {
     /* Only the cases' bytes count, not the setup's. */

@@ -36,6 +36,7 @@
 #include "coll.h"
 #include "cpu/cpu.h"
 #include "test_util.h"
+#include "transport/route/route.h"
 
 #define WORLD 4
 #define VICTIM 3 /* on host B with rank 1 */
@@ -75,8 +76,8 @@ static _Atomic size_t g_local_shm, g_local_tcp, g_remote_shm;
 static int same_host(int a, int b) { return (a & 1) == (b & 1); }
 
 static void count_send(const coll_transport_t *t, int peer, size_t len) {
-  int shm = strcmp(t->name, "shm") == 0;
-  if (!same_host(t->rank, peer))
+  int shm = strcmp(coll__t_name(t), "shm") == 0;
+  if (!same_host(coll_transport_rank(t), peer))
     atomic_fetch_add(shm ? &g_remote_shm : &g_local_tcp, shm ? len : 0);
   else
     atomic_fetch_add(shm ? &g_local_shm : &g_local_tcp, len);
@@ -84,13 +85,13 @@ static void count_send(const coll_transport_t *t, int peer, size_t len) {
 
 /* The host endpoint: shared memory that speaks comm ranks. */
 static int check_endpoint(coll_comm_t *c, int rank, rank_out_t *o) {
-  coll_transport_t *t = ((coll_cpu_t *)c->be)->t, *h = coll__t_host(t);
-  if (strcmp(t->name, "tcp") != 0)
-    fail_out(o, COLL_OK, "the comm runs on '%s', not tcp", t->name);
+  coll_transport_t *t = ((coll_cpu_t *)c->be)->t, *h = coll__route_host(t);
+  if (strcmp(coll__t_name(t), "tcp+shm") != 0)
+    fail_out(o, COLL_OK, "the comm runs on '%s', not tcp+shm", coll__t_name(t));
   else if (h == NULL)
     fail_out(o, COLL_OK, "no host endpoint");
-  else if (strcmp(h->name, "shm") != 0)
-    fail_out(o, COLL_OK, "the host endpoint is '%s', not shm", h->name);
+  else if (strcmp(coll__t_name(h), "shm") != 0)
+    fail_out(o, COLL_OK, "the host endpoint is '%s', not shm", coll__t_name(h));
   else if (coll_transport_rank(h) != rank || coll_transport_size(h) != WORLD)
     fail_out(o, COLL_OK, "the host endpoint is rank %d of %d, not %d of %d",
              coll_transport_rank(h), coll_transport_size(h), rank, WORLD);

@@ -25,7 +25,7 @@
 static coll_status_t wait_note(tt_job_t *job, int rank, coll_transport_t *t,
                                coll_treq_t r, int64_t ms) {
   size_t len;
-  coll_status_t s = t->ops.wait(t->ctx, r, ms, &len);
+  coll_status_t s = coll__t_wait_for(t, r, ms, &len);
   tt_note(job, rank, s, s == COLL_OK ? "" : coll_last_error());
   return s;
 }
@@ -34,7 +34,7 @@ static coll_status_t wait_note(tt_job_t *job, int rank, coll_transport_t *t,
 static void reap(coll_transport_t *t, coll_treq_t r) {
   size_t len;
   coll__t_abort(t);
-  (void)t->ops.wait(t->ctx, r, -1, &len);
+  (void)coll__t_wait_for(t, r, -1, &len);
 }
 
 static void expect_note(tt_job_t *job, int rank, coll_status_t s,
@@ -146,7 +146,7 @@ static int rank_stop(tt_job_t *job, int rank, int world, void *arg) {
     TRY(coll__t_irecv(t, 2, 1, buf, 16, &r), "irecv");
   s = wait_note(job, rank, t, r, 300);
   /* Still pending: a second wait times out again. */
-  if (s == COLL_ERR_TIMEOUT) s = t->ops.wait(t->ctx, r, 50, &(size_t){0});
+  if (s == COLL_ERR_TIMEOUT) s = coll__t_wait_for(t, r, 50, &(size_t){0});
   if (s != COLL_ERR_TIMEOUT) return 4;
   /* Abort only once both timed out: an abort closes this rank's sockets,
    * and the other would rightly see it lost. */
@@ -155,7 +155,7 @@ static int rank_stop(tt_job_t *job, int rank, int world, void *arg) {
     tt_sleep_ms(1);
   coll__t_abort(t);
   /* The other rank's abort may be seen before ours: an abort either way. */
-  s = t->ops.wait(t->ctx, r, 5000, &(size_t){0});
+  s = coll__t_wait_for(t, r, 5000, &(size_t){0});
   if (s != COLL_ERR_ABORTED) return 5;
   coll_transport_destroy(t);
   free(buf);

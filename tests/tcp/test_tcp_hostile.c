@@ -173,7 +173,7 @@ static int rank_beside_liar(tt_job_t *job, int rank, int world, void *arg) {
   }
   /* The next frame from rank 2 is a lie: PROTOCOL, sticky, naming it. */
   s = coll__t_irecv(t, 2, 6, buf, sizeof buf, &r);
-  if (s == COLL_OK) s = t->ops.wait(t->ctx, r, 20000, &len);
+  if (s == COLL_OK) s = coll__t_wait_for(t, r, 20000, &len);
   tt_note(job, rank, s, coll_last_error());
   if (s == COLL_ERR_TIMEOUT) return 6;
   if (coll__t_irecv(t, 2, 7, buf, sizeof buf, &r) != COLL_ERR_PROTOCOL)

@@ -384,9 +384,9 @@ static int rank_self_and_retry(tt_job_t *job, int rank, int world, void *arg) {
    * rank 0 is told to send. */
   if (rank == 1) {
     TRY(coll__t_irecv(t, 0, 9, r1, sizeof r1, &b), "irecv");
-    s = t->ops.wait(t->ctx, b, 50, &len);
+    s = coll__t_wait_for(t, b, 50, &len);
     if (s != COLL_ERR_TIMEOUT) return 4;
-    s = t->ops.wait(t->ctx, b, 0, &len);
+    s = coll__t_wait_for(t, b, 0, &len);
     if (s != COLL_ERR_TIMEOUT) return 5;
     TRY(coll__t_send(t, 0, 8, s1, 1, coll__deadline(WAIT_MS)), "go");
     TRY(wait_len(t, b, &len), "wait after timeout");

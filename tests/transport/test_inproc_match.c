@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "transport/endpoint.h"
 #include "transport_test.h"
 
 /* A size above the transport's inline-copy threshold, so the copy runs with
@@ -31,8 +32,8 @@ static void test_create_args(void **state) {
   assert_int_equal(coll_inproc_create(2, NULL), COLL_ERR_INVALID_ARG);
   assert_non_null(strstr(coll_last_error(), "NULL"));
   make(3, t);
-  assert_string_equal(t[0]->ops.name, "inproc");
-  assert_null(t[1]->ops.barrier);
+  assert_string_equal(t[0]->p.name, "inproc");
+  assert_null(t[1]->p.barrier);
   assert_int_equal(coll_transport_rank(t[2]), 2);
   assert_int_equal(coll_transport_size(t[2]), 3);
   tt_destroy_all(t, 3);

@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/cores.h"
 #include "core/trace.h"
+#include "transport/endpoint.h"
 #include "transport/inproc/inproc.h"
 #include "transport_test.h"
 

@@ -21,6 +21,7 @@
 #include "algo/agree.h"
 #include "algo/algo.h"
 #include "core/clock.h"
+#include "transport/endpoint.h"
 #include "transport/inproc/inproc.h"
 #include "transport_test.h"
 

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "shm_test.h"
+#include "transport/endpoint.h"
 #include "transport/shm/shm_int.h"
 
 /* Set by rank 1 once its endpoint is destroyed; shared across fork. */

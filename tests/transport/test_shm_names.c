@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/origin.h"
 #include "shm_test.h"
+#include "transport/endpoint.h"
 
 #define MEMBERS 3
 #define NAME_WORLD 8
@@ -246,11 +247,11 @@ static void victim(coll_transport_t *t, tt_result_t *res, const fail_arg_t *a) {
   if (a->how == HOW_T_ABORT)
     coll__t_abort(t);
   else if (a->how == HOW_OPS_ABORT)
-    t->ops.abort(t->ctx);
-  else if (t->fail == NULL)
+    t->p.abort(t->ctx);
+  else if (t->p.fail == NULL)
     tt_fail(res, "no fail hook");
   else
-    (t->fail)(t->ctx, &a->o); /* parenthesized: cmocka defines fail() */
+    (t->p.fail)(t->ctx, &a->o); /* parenthesized: cmocka defines fail() */
   expect(res, tt_wait(t, pending, TT_WAIT_MS, NULL), COLL_ERR_ABORTED,
          "own receive after the failure");
   expect_text(res, "receive from rank 1", "own receive");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_transport_route.c: an endpoint with a host endpoint routes the
- * messages between ranks of its host there (transport/transport.c):
+ * messages between ranks of its host there (transport/route/):
  * which endpoint carries a message, waits on either kind of request, the
  * wait on the own endpoint that also moves the host endpoint while routed
  * requests are pending (its kick), and the origin of a failure a routed
@@ -19,6 +19,8 @@
 #include <cmocka.h>
 
 #include "core/origin.h"
+#include "transport/endpoint.h"
+#include "transport/route/route.h"
 #include "transport_test.h"
 
 #define WORLD 4
@@ -88,20 +90,60 @@ static void main_kick(void *ctx) {
   for (int r = 0; r < WORLD; r++) g_main_kicks[r] += g_main_ctx[r] == ctx;
 }
 
+/* The comm's endpoints: in-process ones behind a provider that forwards
+ * and has a kick. */
+static coll_status_t fwd_isend(void *ctx, int peer, uint32_t tag,
+                               const void *buf, size_t len, void **req) {
+  return coll__t_isend(ctx, peer, tag, buf, len, req);
+}
+static coll_status_t fwd_irecv(void *ctx, int peer, uint32_t tag, void *buf,
+                               size_t cap, void **req) {
+  return coll__t_irecv(ctx, peer, tag, buf, cap, req);
+}
+static coll_status_t fwd_wait(void *ctx, void *req, int64_t timeout_ms,
+                              size_t *len) {
+  return coll__t_wait_for(ctx, req, timeout_ms, len);
+}
+static void fwd_abort(void *ctx) { coll__t_abort(ctx); }
+static void fwd_destroy(void *ctx) { coll_transport_destroy(ctx); }
+static void fwd_fail(void *ctx, const coll_origin_t *o) {
+  coll_transport_t *in = ctx;
+  (in->p.fail)(in->ctx, o); /* parenthesized: cmocka defines fail() */
+}
+static int fwd_origin(void *ctx, coll_origin_t *o) {
+  return coll__t_origin(ctx, o);
+}
+
 typedef struct comm {
   coll_transport_t *t[WORLD]; /* the comm's endpoints */
   wrap_t *w[WORLD];           /* each one's host endpoint's */
 } comm_t;
 
 static void comm_make(comm_t *c) {
-  static const coll_transport_ops_t ops = {
-      sizeof ops, COLL_TRANSPORT_OPS_VERSION,
-      "hostwrap", wrap_isend,
-      wrap_irecv, wrap_wait,
-      wrap_abort, wrap_destroy,
-      NULL};
-  coll_transport_t *in[2][2];
-  assert_int_equal(coll_inproc_create(WORLD, c->t), COLL_OK);
+  static const coll_provider_t host_p = {.size = sizeof host_p,
+                                         .version = COLL_PROVIDER_VERSION,
+                                         .name = "hostwrap",
+                                         .isend = wrap_isend,
+                                         .irecv = wrap_irecv,
+                                         .wait = wrap_wait,
+                                         .abort = wrap_abort,
+                                         .destroy = wrap_destroy,
+                                         .fail = wrap_fail,
+                                         .origin = wrap_origin,
+                                         .kick = wrap_kick};
+  static const coll_provider_t main_p = {.size = sizeof main_p,
+                                         .version = COLL_PROVIDER_VERSION,
+                                         .name = "inproc",
+                                         .isend = fwd_isend,
+                                         .irecv = fwd_irecv,
+                                         .wait = fwd_wait,
+                                         .abort = fwd_abort,
+                                         .destroy = fwd_destroy,
+                                         .fail = fwd_fail,
+                                         .origin = fwd_origin,
+                                         .kick = main_kick};
+  coll_transport_t *in[2][2], *plain[WORLD];
+  assert_int_equal(coll_inproc_create(WORLD, plain), COLL_OK);
   assert_int_equal(coll_inproc_create(2, in[0]), COLL_OK);
   assert_int_equal(coll_inproc_create(2, in[1]), COLL_OK);
   for (int r = 0; r < WORLD; r++) {
@@ -112,14 +154,12 @@ static void comm_make(comm_t *c) {
     w->in = in[host][r / 2];
     w->names[0] = host;
     w->names[1] = host + 2;
-    assert_int_equal(coll_transport_create(&ops, w, r, WORLD, &h), COLL_OK);
-    coll__t_set_kick(h, wrap_kick);
-    coll__t_set_fail_hooks(h, wrap_fail, wrap_origin);
-    assert_int_equal(coll__t_set_hosts(c->t[r], k_host_of), COLL_OK);
-    coll__t_set_host(c->t[r], h);
-    coll__t_set_kick(c->t[r], main_kick);
+    assert_int_equal(coll__t_create(&host_p, w, r, WORLD, &h), COLL_OK);
+    assert_int_equal(coll__t_create(&main_p, plain[r], r, WORLD, &c->t[r]),
+                     COLL_OK);
+    assert_int_equal(coll__route_create(&c->t[r], h, k_host_of), COLL_OK);
     g_main_kicks[r] = 0;
-    g_main_ctx[r] = c->t[r]->ctx;
+    g_main_ctx[r] = plain[r];
     c->w[r] = w;
   }
 }
@@ -169,7 +209,7 @@ static void test_routes_by_host(void **state) {
   assert_string_equal(g_carrier[0][3], "inproc");
   /* Every routed request was reaped. */
   for (int p = 0; p < WORLD; p++)
-    assert_int_equal(atomic_load(&c.t[p]->routed), 0);
+    assert_int_equal(coll__route_pending(c.t[p]), 0);
   comm_free(&c);
 }
 
@@ -186,12 +226,12 @@ static void test_wait_kicks_host_while_routed(void **state) {
   (void)state;
   comm_make(&c);
   assert_int_equal(coll__t_irecv(c.t[0], 2, 1, &got_a, 4, &routed), COLL_OK);
-  assert_int_equal(atomic_load(&c.t[0]->routed), 1);
+  assert_int_equal(coll__route_pending(c.t[0]), 1);
   /* A wait on the host endpoint first hands the comm endpoint's own
    * pending work on (its kick). */
   assert_int_equal(coll__t_wait_for(c.t[0], routed, 0, &len), COLL_ERR_TIMEOUT);
   assert_int_equal(g_main_kicks[0], 1);
-  assert_int_equal(atomic_load(&c.t[0]->routed), 1);
+  assert_int_equal(coll__route_pending(c.t[0]), 1);
   /* A message from rank 1, on the comm's own endpoint. */
   assert_int_equal(coll__t_irecv(c.t[0], 1, 1, &got_b, 4, &mine), COLL_OK);
   assert_int_equal(coll__t_isend(c.t[1], 0, 1, &b, 4, &send), COLL_OK);
@@ -205,7 +245,7 @@ static void test_wait_kicks_host_while_routed(void **state) {
   assert_int_equal(wait_ok(c.t[0], routed), COLL_OK);
   assert_int_equal(wait_ok(c.t[2], send), COLL_OK);
   assert_int_equal(got_a, 11);
-  assert_int_equal(atomic_load(&c.t[0]->routed), 0);
+  assert_int_equal(coll__route_pending(c.t[0]), 0);
   assert_int_equal(coll__t_irecv(c.t[0], 1, 1, &got_b, 4, &mine), COLL_OK);
   assert_int_equal(coll__t_isend(c.t[1], 0, 1, &b, 4, &send), COLL_OK);
   kicks = c.w[0]->kicks;
@@ -247,7 +287,7 @@ static void test_routes_only_host_peers(void **state) {
   (void)state;
   comm_make(&c);
   assert_int_equal(coll__t_irecv(c.t[0], 3, 1, &x, 4, &r), COLL_OK);
-  assert_int_equal(atomic_load(&c.t[0]->routed), 0);
+  assert_int_equal(coll__route_pending(c.t[0]), 0);
   coll__t_abort(c.t[0]);
   assert_int_equal(coll__t_wait_for(c.t[0], r, -1, &len), COLL_ERR_ABORTED);
   comm_free(&c);

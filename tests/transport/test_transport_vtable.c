@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_transport_vtable.c: coll_transport_create's checks of a provider's
  * vtable, the ownership of its ctx, the barrier fallback, and the
- * pipeline segment a transport states (crowded hosts included). */
+ * pipeline segment a provider's hints state (crowded hosts included). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "transport/endpoint.h"
+#include "transport/route/route.h"
 #include "transport_test.h"
 
 /* ------------------------------------------------------------------------ */
@@ -145,7 +147,7 @@ static void test_name_copied(void **state) {
   o.name = name;
   assert_int_equal(coll_transport_create(&o, &ctx, 0, 1, &t), COLL_OK);
   memset(name, 'x', sizeof name - 1);
-  assert_string_equal(t->ops.name, "fabric-7");
+  assert_string_equal(coll__t_name(t), "fabric-7");
   coll_transport_destroy(t);
 }
 
@@ -159,8 +161,8 @@ static void test_accepted(void **state) {
   assert_int_equal(coll_transport_create(&o, &ctx, 2, 5, &t), COLL_OK);
   assert_int_equal(coll_transport_rank(t), 2);
   assert_int_equal(coll_transport_size(t), 5);
-  assert_string_equal(t->ops.name, "custom");
-  assert_null(t->ops.barrier);
+  assert_string_equal(coll__t_name(t), "custom");
+  assert_null(t->p.barrier);
   assert_int_equal(destroy_calls, 0);
   coll_transport_destroy(t);
   assert_int_equal(destroy_calls, 1);
@@ -243,7 +245,7 @@ static void run_wrapped_barrier(size_t ops_size, int world, int want_calls) {
   for (i = 0; i < world; i++)
     assert_int_equal(coll_transport_create(&o, inner[i], i, world, &b.t[i]),
                      COLL_OK);
-  if (want_calls == 0) assert_null(b.t[0]->ops.barrier);
+  if (want_calls == 0) assert_null(b.t[0]->p.barrier);
   test_run_ranks(world, barrier_rank, &b, TT_RUN_MS, "wrapped barrier");
   TT_ASSERT_RANKS_OK(b.res, world);
   assert_int_equal(atomic_load(&barrier_calls), want_calls);
@@ -278,21 +280,41 @@ static void test_full_table_uses_provider_barrier(void **state) {
  * host outnumber the cores, and only there; unsaid, or with no host
  * table, the plain one holds, and only a transport with both can differ
  * between ranks. */
+/* An endpoint of a provider that forwards to `inner` and states hints h. */
+static coll_transport_t *with_hints(coll_transport_t *inner, int rank,
+                                    int world, coll_t_hints_t h) {
+  coll_provider_t p = {.size = sizeof p,
+                       .version = COLL_PROVIDER_VERSION,
+                       .name = "hinted",
+                       .isend = fwd_isend,
+                       .irecv = fwd_irecv,
+                       .wait = fwd_wait,
+                       .abort = fwd_abort,
+                       .destroy = fwd_destroy,
+                       .hints = h};
+  coll_transport_t *t = NULL;
+  assert_int_equal(coll__t_create(&p, inner, rank, world, &t), COLL_OK);
+  return t;
+}
+
 static void test_segment_for_crowded_hosts(void **state) {
   static const int host_of[4] = {0, 0, 0, 1};
-  coll_transport_t *t[4];
+  coll_transport_t *in[4], *one, *plain, *t[4];
   (void)state;
-  assert_int_equal(coll_inproc_create(4, t), COLL_OK);
-  coll__t_set_segment_bytes(t[0], 256u << 10);
-  coll__t_set_segment_bytes(t[3], 256u << 10);
-  assert_int_equal(coll__t_segment_bytes_for(t[0], 1), 256u << 10);
-  coll__t_set_segment_bytes_crowded(t[0], 1u << 20);
-  coll__t_set_segment_bytes_crowded(t[3], 1u << 20);
+  assert_int_equal(coll_inproc_create(4, in), COLL_OK);
+  assert_int_equal(coll_inproc_create(1, &one), COLL_OK);
+  plain = with_hints(one, 0, 1, (coll_t_hints_t){.seg_bytes = 256u << 10});
+  t[0] = with_hints(in[0], 0, 4,
+                    (coll_t_hints_t){256u << 10, 1u << 20, 2u << 20, 0});
+  t[1] = in[1];
+  t[2] = in[2];
+  t[3] = with_hints(in[3], 3, 4, (coll_t_hints_t){256u << 10, 1u << 20, 0, 0});
+  assert_int_equal(coll__t_segment_bytes_for(plain, 1), 256u << 10);
   /* No host table yet: nothing says the host is crowded. */
   assert_int_equal(coll__t_segment_bytes_for(t[0], 1), 256u << 10);
   assert_false(coll__t_segment_varies(t[0]));
-  assert_int_equal(coll__t_set_hosts(t[0], host_of), COLL_OK);
-  assert_int_equal(coll__t_set_hosts(t[3], host_of), COLL_OK);
+  assert_int_equal(coll__route_create(&t[0], NULL, host_of), COLL_OK);
+  assert_int_equal(coll__route_create(&t[3], NULL, host_of), COLL_OK);
   /* Rank 0 shares its host with 2 others; rank 3 is alone on its own. */
   assert_int_equal(coll__t_segment_bytes_for(t[0], 2), 1u << 20);
   assert_int_equal(coll__t_segment_bytes_for(t[0], 3), 256u << 10);
@@ -302,15 +324,13 @@ static void test_segment_for_crowded_hosts(void **state) {
    * the large one where the host is not crowded, the crowded one where it
    * is. */
   assert_int_equal(coll__t_segment_bytes_max_for(t[3], 1), 256u << 10);
-  coll__t_set_segment_bytes_large(t[0], 2u << 20);
-  coll__t_set_segment_bytes_large(t[3], 2u << 20);
-  assert_int_equal(coll__t_segment_bytes_max_for(t[3], 1), 2u << 20);
   assert_int_equal(coll__t_segment_bytes_max_for(t[0], 3), 2u << 20);
   assert_int_equal(coll__t_segment_bytes_max_for(t[0], 2), 1u << 20);
   /* So a comm over them agrees on one (cpu_comm.c); a transport with a
    * single segment has nothing to agree on. */
   assert_true(coll__t_segment_varies(t[0]));
   assert_false(coll__t_segment_varies(t[1]));
+  coll_transport_destroy(plain);
   for (int r = 0; r < 4; r++) coll_transport_destroy(t[r]);
 }
 

@@ -49,7 +49,7 @@ static inline void tt_fail(tt_result_t *r, const char *fmt, ...) {
 static inline coll_status_t tt_wait(coll_transport_t *t, void *req,
                                     int64_t timeout_ms, size_t *len) {
   size_t dummy;
-  return t->ops.wait(t->ctx, req, timeout_ms, len ? len : &dummy);
+  return coll__t_wait_for(t, req, timeout_ms, len ? len : &dummy);
 }
 
 /* Posts and waits (bounded); the status of whichever step failed. */

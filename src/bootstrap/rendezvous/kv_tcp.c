@@ -20,6 +20,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/route/route.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
@@ -103,8 +104,7 @@ static const char *mode_name(int tcp) { return tcp ? "tcp" : "auto or shm"; }
  * world entries. The ranks must agree whether COLL_TRANSPORT is tcp: it
  * decides whether the ranks of a host share memory. */
 static coll_status_t hosts_read(const coll_store_ops_t *ops, int world,
-                                int64_t deadline_ms, coll_transport_t *t,
-                                int *host_of) {
+                                int64_t deadline_ms, int *host_of) {
   char key[COLL_KV_KEY_MAX], info[COLL_HOST_INFO_MAX];
   coll_host_table_t tab = {NULL, 0, 0};
   coll_status_t s = COLL_OK;
@@ -133,7 +133,6 @@ static coll_status_t hosts_read(const coll_store_ops_t *ops, int world,
     host_of[r] = coll__host_table_index(&tab, id);
     if (host_of[r] < 0) s = COLL_ERR_NO_MEMORY;
   }
-  if (s == COLL_OK) s = coll__t_set_hosts(t, host_of);
   coll__host_table_free(&tab);
   return s;
 }
@@ -144,16 +143,13 @@ static coll_status_t hosts_read(const coll_store_ops_t *ops, int world,
 static coll_status_t add_host_endpoint(const coll_store_ops_t *ops, int rank,
                                        int world, const int *host_of,
                                        const char *job, int64_t deadline_ms,
-                                       coll_transport_t *t) {
-  coll_transport_t *h = NULL;
+                                       coll_transport_t **h) {
   int r, elsewhere = 0;
   for (r = 1; r < world; r++) elsewhere += host_of[r] != host_of[0];
   if (elsewhere == 0) return COLL_OK; /* one host: the comm stays on TCP */
-  COLL_CHECK(coll__transport_host_create(ops, rank, world, host_of, job,
-                                         coll__env(COLL_ENV_AUTH_TOKEN),
-                                         deadline_ms, &h));
-  coll__t_set_host(t, h);
-  return COLL_OK;
+  return coll__transport_host_create(ops, rank, world, host_of, job,
+                                     coll__env(COLL_ENV_AUTH_TOKEN),
+                                     deadline_ms, h);
 }
 
 coll_status_t coll__kv_tcp_local(char out[COLL_ADDR_TEXT_MAX]) {
@@ -171,6 +167,7 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
   coll_tcp_rdv_t rdv = {&k, kv_publish, kv_lookup};
   coll_tcp_opts_t o;
   coll_transport_mode_t mode;
+  coll_transport_t *h = NULL;
   coll_status_t s;
   int *host_of;
   *out = NULL;
@@ -193,9 +190,12 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
     return coll__err(COLL_ERR_NO_MEMORY, "store bootstrap: out of memory");
   s = coll__tcp_transport_create(&o, &rdv, out);
   if (s != COLL_OK) coll__transport_host_skip(ops, rank);
-  if (s == COLL_OK) s = hosts_read(ops, world, deadline_ms, *out, host_of);
+  if (s == COLL_OK) s = hosts_read(ops, world, deadline_ms, host_of);
   if (s == COLL_OK && mode != COLL_TRANSPORT_TCP)
-    s = add_host_endpoint(ops, rank, world, host_of, job, deadline_ms, *out);
+    s = add_host_endpoint(ops, rank, world, host_of, job, deadline_ms, &h);
+  /* The CPU comm orders its ring by host (algo/topo.h); this host's ranks
+   * are reached through h where there is one. */
+  if (s == COLL_OK) s = coll__route_create(out, h, host_of);
   free(host_of);
   if (s != COLL_OK && *out != NULL) {
     coll_transport_destroy(*out);

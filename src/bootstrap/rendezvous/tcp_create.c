@@ -16,6 +16,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/route/route.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
 
@@ -79,18 +80,15 @@ static coll_status_t add_host_endpoint(coll_store_t *st,
                                        const coll_tcp_config_t *cfg,
                                        const int *host_of, const char *job,
                                        const char *token, int64_t deadline_ms,
-                                       coll_status_t s, coll_transport_t *t) {
-  coll_transport_t *h = NULL;
+                                       coll_status_t s, coll_transport_t **h) {
   coll_store_ops_t ops;
   coll__store_client_ops(st, &ops);
   if (s != COLL_OK) {
     coll__transport_host_skip(&ops, cfg->rank);
     return s;
   }
-  COLL_CHECK(coll__transport_host_create(&ops, cfg->rank, cfg->world, host_of,
-                                         job, token, deadline_ms, &h));
-  coll__t_set_host(t, h);
-  return COLL_OK;
+  return coll__transport_host_create(&ops, cfg->rank, cfg->world, host_of, job,
+                                     token, deadline_ms, h);
 }
 
 static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
@@ -108,7 +106,7 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   coll_tcp_opts_t o;
   coll_tcp_rdv_t rdv;
   coll_rdv_t *r = NULL;
-  coll_transport_t *t = NULL;
+  coll_transport_t *t = NULL, *h = NULL;
   coll_transport_mode_t mode;
   coll_status_t s;
   int shm = 0, *host_of;
@@ -144,10 +142,11 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
     s = coll__tcp_transport_create(&o, &rdv, &t);
     if (mode != COLL_TRANSPORT_TCP)
       s = add_host_endpoint(coll__rdv_store(r), cfg, host_of, job, token,
-                            rc.deadline_ms, s, t);
+                            rc.deadline_ms, s, &h);
   }
-  /* The CPU comm orders its ring by host (algo/topo.h). */
-  if (s == COLL_OK) s = coll__t_set_hosts(t, host_of);
+  /* The CPU comm orders its ring by host (algo/topo.h); this host's ranks
+   * are reached through h where there is one. */
+  if (s == COLL_OK) s = coll__route_create(&t, h, host_of);
   free(host_of);
   /* Every rank returns the same: a mesh that failed anywhere fails
    * everywhere (rdv_outcome.c). */

@@ -188,7 +188,7 @@ void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
 
 /* inproc_shared.c: the shared-memory collectives' memory. alloc gives
  * every rank its slots, or none (returns 0) when memory is short; free
- * releases them; shared is the table for coll__t_set_shared, or NULL when
+ * releases them; shared is the table of the rounds slot, or NULL when
  * there is none; wake ends every flag wait's sleep (a close calls it). */
 int coll__inproc_shared_alloc(inproc_world_t *w);
 void coll__inproc_shared_free(inproc_world_t *w);

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/inproc/inproc.h"
-#include "transport/transport.h"
+#include "transport/provider.h"
 
 /* Between threads a segment costs a lock and a wakeup (~3-5 us), and
  * 2 x 256 KiB of receive scratch stays in L2 for the reduce that follows
@@ -20,16 +20,36 @@ struct inproc_req_block {
   inproc_req_t reqs[INPROC_REQ_BLOCK];
 };
 
-static const coll_transport_ops_t inproc_ops = {
-    .size = sizeof(coll_transport_ops_t),
-    .version = COLL_TRANSPORT_OPS_VERSION,
+static coll_pos_t *inproc_position(void *ctx) {
+  return &((inproc_ep_t *)ctx)->pos;
+}
+
+static const coll_t_shared_t *inproc_rounds(void *ctx) {
+  return coll__inproc_shared(((inproc_ep_t *)ctx)->w);
+}
+
+/* The in-process provider: every capability but heartbeats, which
+ * threads of one process do not need. The dissemination barrier on
+ * messages serves. */
+static const coll_provider_t inproc_provider = {
+    .size = sizeof(coll_provider_t),
+    .version = COLL_PROVIDER_VERSION,
     .name = "inproc",
     .isend = coll__inproc_isend,
     .irecv = coll__inproc_irecv,
     .wait = coll__inproc_wait,
     .abort = coll__inproc_abort,
     .destroy = coll__inproc_destroy,
-    .barrier = NULL, /* the dissemination barrier on send/recv serves */
+    .fail = coll__inproc_fail,
+    .origin = coll__inproc_origin,
+    .ask = coll__inproc_ask,
+    .tell = coll__inproc_tell,
+    .heard = coll__inproc_heard,
+    .position = inproc_position,
+    .shrink = coll__inproc_shrink,
+    .leave = coll__inproc_leave,
+    .rounds = inproc_rounds,
+    .hints = {.seg_bytes = INPROC_SEGMENT_BYTES},
 };
 
 /* A new block of requests, chained on the endpoint's free list. free_mu
@@ -214,17 +234,9 @@ coll_status_t coll_inproc_create(int world, coll_transport_t **out) {
   for (i = 0; i < world; i++) out[i] = NULL;
   COLL_CHECK_GOTO(world_new(world, &w), s, fail);
   for (made = 0; made < world; made++) {
-    COLL_CHECK_GOTO(coll_transport_create(&inproc_ops, &w->eps[made], made,
-                                          world, &out[made]),
+    COLL_CHECK_GOTO(coll__t_create(&inproc_provider, &w->eps[made], made, world,
+                                   &out[made]),
                     s, fail);
-    coll__t_set_segment_bytes(out[made], INPROC_SEGMENT_BYTES);
-    if (coll__inproc_shared(w) != NULL)
-      coll__t_set_shared(out[made], coll__inproc_shared(w));
-    coll__t_set_fail_hooks(out[made], coll__inproc_fail, coll__inproc_origin);
-    coll__t_set_shrink_hooks(out[made], coll__inproc_shrink,
-                             coll__inproc_leave);
-    coll__t_set_desync_hooks(out[made], &w->eps[made].pos, coll__inproc_ask,
-                             coll__inproc_tell, coll__inproc_heard);
   }
   COLL_TRACE(COLL_LOG_NET, "inproc: created %d endpoints", world);
   return COLL_OK;
@@ -234,7 +246,7 @@ fail:
     char msg[COLL_ERRMSG_MAX];
     coll__err_save(msg);
     /* Endpoints [0, made) belong to their transports; the others, `made`
-     * included (a failed coll_transport_create leaves ctx to us), are
+     * included (a failed coll__t_create leaves ctx to us), are
      * still ours. */
     for (i = 0; i < made; i++) {
       coll_transport_destroy(out[i]);

@@ -59,6 +59,17 @@
  * a machine with more cores than ranks. */
 #define SHM_SPIN_US_DEFAULT 50
 
+/* The ring's preferred pipeline segment for the CPU ring algorithms: half a
+ * ring, so one segment is being copied out while the next goes in.
+ *
+ * Kept after measuring 64 KiB, 256 KiB and 1 MiB (2 ranks, coll-perf,
+ * interleaved, medians of 3-4): the per-run mode described at
+ * SHM_SPIN_US_DEFAULT decides the result. Within the fast mode, in one
+ * sitting, 1 MiB segments took 1 MiB in 112-118 us against 110-130 us and
+ * 16 MiB in 2.56-2.64 ms against 2.59-2.91 ms: too close to call. 64 KiB
+ * segments left 1 MiB at 1.88 GB/s against 1.96. */
+#define SHM_SEGMENT_BYTES (256u * 1024u)
+
 /* Bytes of one slot of the shared-memory collectives (shm_coll.c); every
  * rank's region holds four: a slot and a result area for each of two
  * buffers. A round of a collective moves at most this much per rank, so

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* shm_ops.c: the shared-memory transport's slots other than wait: isend,
- * irecv, abort, destroy, and the table that holds them. */
+ * irecv, abort, destroy, and the provider table that holds them all. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "transport/provider.h"
 #include "transport/shm/shm_int.h"
 #include "transport/shm/shm_ops.h"
 
@@ -213,15 +214,40 @@ static void shm_destroy(void *ctx) {
   coll__shm_ep_free(ep);
 }
 
-static const coll_transport_ops_t shm_ops = {
-    .size = sizeof(coll_transport_ops_t),
-    .version = COLL_TRANSPORT_OPS_VERSION,
+/* Where the comm's position lives: in this rank's header, which every
+ * peer maps, so asking is reading. A host endpoint inside a larger comm
+ * has none of its own (the comm's position lives in its main endpoint). */
+static coll_pos_t *shm_position(void *ctx) {
+  shm_ep_t *ep = ctx;
+  return ep->names == NULL ? &ep->hdr->pos : NULL;
+}
+
+/* The collectives designed for shared memory count members, so a host
+ * endpoint (whose members are some of the comm's ranks) offers none. */
+static const coll_t_shared_t *shm_rounds(void *ctx) {
+  shm_ep_t *ep = ctx;
+  return ep->names == NULL ? &coll__shm_shared : NULL;
+}
+
+/* The shared-memory provider. Shared memory never shrinks. */
+static const coll_provider_t shm_provider = {
+    .size = sizeof(coll_provider_t),
+    .version = COLL_PROVIDER_VERSION,
     .name = "shm",
     .isend = shm_isend,
     .irecv = shm_irecv,
     .wait = coll__shm_wait,
     .abort = shm_abort,
     .destroy = shm_destroy,
+    .fail = coll__shm_fail,
+    .origin = coll__shm_origin,
+    .ask = coll__shm_ask,
+    .tell = coll__shm_tell,
+    .heard = coll__shm_heard,
+    .position = shm_position,
+    .kick = coll__shm_kick,
+    .rounds = shm_rounds,
+    .hints = {.seg_bytes = SHM_SEGMENT_BYTES},
 };
 
-const coll_transport_ops_t *coll__shm_ops(void) { return &shm_ops; }
+const coll_provider_t *coll__shm_provider(void) { return &shm_provider; }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* shm_ops.h: the shared-memory transport's vtable, for shm_setup.c. */
+/* shm_ops.h: the shared-memory provider's table, for shm_setup.c. */
 #ifndef COLL_TRANSPORT_SHM_OPS_H
 #define COLL_TRANSPORT_SHM_OPS_H
 
-#include "coll.h"
+#include "transport/provider.h"
 
-const coll_transport_ops_t *coll__shm_ops(void);
+const coll_provider_t *coll__shm_provider(void);
 
 #endif

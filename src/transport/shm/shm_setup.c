@@ -29,7 +29,6 @@
 #include "transport/shm/shm.h"
 #include "transport/shm/shm_int.h"
 #include "transport/shm/shm_ops.h"
-#include "transport/transport.h"
 
 #define SHM_HELLO_MAGIC 0x4f4c4c4548534d43ull /* "CMSHELLO" */
 /* An accepted client must send its hello this soon: a rank sends it right
@@ -38,16 +37,6 @@
 /* How often a rank waiting for higher ranks' dials asks whether one gave
  * up (coll_shm_rdv_t.gave_up): one store get per missing rank each time. */
 #define SHM_GAVE_UP_MS 100
-/* The ring's preferred pipeline segment for the CPU ring algorithms: half a
- * ring, so one segment is being copied out while the next goes in.
- *
- * Kept after measuring 64 KiB, 256 KiB and 1 MiB (2 ranks, coll-perf,
- * interleaved, medians of 3-4): the per-run mode described at
- * SHM_SPIN_US_DEFAULT decides the result. Within the fast mode, in one
- * sitting, 1 MiB segments took 1 MiB in 112-118 us against 110-130 us and
- * 16 MiB in 2.56-2.64 ms against 2.59-2.91 ms: too close to call. 64 KiB
- * segments left 1 MiB at 1.88 GB/s against 1.96. */
-#define SHM_SEGMENT_BYTES (256u * 1024u)
 
 typedef struct shm_hello {
   uint64_t magic;
@@ -532,20 +521,11 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   close(su.mfd);
   su.lfd = su.mfd = -1;
   COLL_CHECK_GOTO(coll__shm_hb_start(su.ep), s, fail);
-  COLL_CHECK_GOTO(coll_transport_create(coll__shm_ops(), su.ep,
-                                        coll__shm_name(su.ep, o->rank),
-                                        su.ep->name_world, out),
-                  s, fail);
-  coll__t_set_segment_bytes(*out, SHM_SEGMENT_BYTES);
-  coll__t_set_fail_hooks(*out, coll__shm_fail, coll__shm_origin);
-  coll__t_set_kick(*out, coll__shm_kick);
-  /* A host endpoint inside a larger comm: the comm's position lives in its
-   * main endpoint, and the shared-memory collectives count members, not
-   * comm ranks, so neither is offered. Shared memory never shrinks. */
+  COLL_CHECK_GOTO(
+      coll__t_create(coll__shm_provider(), su.ep,
+                     coll__shm_name(su.ep, o->rank), su.ep->name_world, out),
+      s, fail);
   if (o->names == NULL) {
-    coll__t_set_desync_hooks(*out, &su.ep->hdr->pos, coll__shm_ask,
-                             coll__shm_tell, coll__shm_heard);
-    coll__t_set_shared(*out, &coll__shm_shared);
     COLL_INFO(COLL_LOG_BOOT,
               "rank %d/%d: shared-memory transport, %u cells "
               "of %u bytes per peer",

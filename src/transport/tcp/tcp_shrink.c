@@ -162,6 +162,10 @@ coll_status_t coll__tcp_shrink(void *ctx, int64_t deadline,
   coll_origin_t o = coll__origin_local(t->rank, COLL_ERR_ABORTED);
   coll_status_t s;
   int n, again = 1;
+  if (el == NULL)
+    return coll__err(COLL_ERR_NOT_AVAILABLE,
+                     "the 'tcp' transport cannot shrink (the TCP transport "
+                     "with COLL_ELASTIC=1 and the in-process one can)");
   if (atomic_load(&el->left))
     return coll__err(COLL_ERR_ABORTED,
                      "rank %d was aborted by its owner and left the comm",

@@ -13,10 +13,10 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/provider.h"
 #include "transport/tcp/tcp_elastic.h"
 #include "transport/tcp/tcp_int.h"
 #include "transport/tcp/tcp_sock.h"
-#include "transport/transport.h"
 
 /* How long destroy tries to get its goodbyes to the peers, in total. */
 #define GOODBYE_BUDGET_MS 1000
@@ -243,16 +243,28 @@ static void tcp_destroy(void *ctx) {
   free(t);
 }
 
-static const coll_transport_ops_t tcp_ops = {
-    sizeof(coll_transport_ops_t),
-    COLL_TRANSPORT_OPS_VERSION,
-    "tcp",
-    coll__tcp_isend,
-    coll__tcp_irecv,
-    coll__tcp_wait,
-    tcp_abort,
-    tcp_destroy,
-    NULL,
+/* The TCP provider. An endpoint made without COLL_ELASTIC=1 has no
+ * control connections and refuses to shrink (tcp_shrink.c). */
+static const coll_provider_t tcp_provider = {
+    .size = sizeof(coll_provider_t),
+    .version = COLL_PROVIDER_VERSION,
+    .name = "tcp",
+    .isend = coll__tcp_isend,
+    .irecv = coll__tcp_irecv,
+    .wait = coll__tcp_wait,
+    .abort = tcp_abort,
+    .destroy = tcp_destroy,
+    .fail = coll__tcp_fail_hook,
+    .origin = tcp_origin,
+    .ask = coll__tcp_ask,
+    .tell = coll__tcp_tell,
+    .heard = coll__tcp_heard,
+    .shrink = coll__tcp_shrink,
+    .leave = tcp_leave,
+    .kick = tcp_kick,
+    .hints = {.seg_bytes = TCP_SEGMENT_BYTES,
+              .seg_crowded = TCP_SEGMENT_BYTES_CROWDED,
+              .seg_large = TCP_SEGMENT_BYTES_LARGE},
 };
 
 static coll_status_t check_opts(const coll_tcp_opts_t *o,
@@ -365,16 +377,9 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   free(fds);
   fds = NULL;
   /* t belongs to the wrapper only once it was created. */
-  COLL_CHECK_GOTO(coll_transport_create(&tcp_ops, t, o->rank, o->world, out), s,
+  COLL_CHECK_GOTO(coll__t_create(&tcp_provider, t, o->rank, o->world, out), s,
                   fail);
-  coll__t_set_segment_bytes(*out, TCP_SEGMENT_BYTES);
-  coll__t_set_segment_bytes_crowded(*out, TCP_SEGMENT_BYTES_CROWDED);
-  coll__t_set_segment_bytes_large(*out, TCP_SEGMENT_BYTES_LARGE);
-  coll__t_set_fail_hooks(*out, coll__tcp_fail_hook, tcp_origin);
-  coll__t_set_kick(*out, tcp_kick);
-  if (elastic) coll__t_set_shrink_hooks(*out, coll__tcp_shrink, tcp_leave);
-  coll__t_set_desync_hooks(*out, NULL, coll__tcp_ask, coll__tcp_tell,
-                           coll__tcp_heard);
+  /* The loop thread answers the peers' desync queries from it. */
   atomic_store(&t->pos, coll__t_position(*out));
   return COLL_OK;
 fail:
