@@ -23,6 +23,14 @@ coll_status_t coll__issue(coll_comm_t *c, coll_work_t *w,
   s = c->ops->submit(c, w, req == NULL, &r);
   uv_mutex_unlock(&h->guard);
   if (s != COLL_OK) goto done;
+  if (req != NULL && c->ops->settle != NULL &&
+      (s = c->ops->settle(c, r)) != COLL_OK) {
+    char why[COLL_ERRMSG_MAX];
+    coll__err_save(why);
+    (void)r->ops->wait(r); /* frees it; the comm has failed or was aborted */
+    coll__err_restore(why);
+    goto done;
+  }
   if (req != NULL) {
     /* coll_wait records the end; the request keeps the recorder alive, as
      * it may outlive the comm. */

@@ -53,6 +53,13 @@ typedef struct coll_backend_ops {
    * descriptor agreement). It may take the guard itself, only around an
    * enqueue, and must return promptly once the comm is aborted. */
   coll_status_t (*prepare)(coll_comm_t *c, const coll_work_t *w);
+  /* Optional: runs on the caller's thread after submit returned a request
+   * for a nonblocking call and the guard was released, for what must hold
+   * when the call returns (NCCL: the work is on the caller's stream). It
+   * may wait, bounded by the comm's timeout, and must return promptly once
+   * the comm is aborted. On failure the API layer waits the request (which
+   * frees it) and returns the failure. */
+  coll_status_t (*settle)(coll_comm_t *c, coll_request_t *r);
   /* Optional (NULL: COLL_ERR_NOT_AVAILABLE naming the backend): after a
    * failure, or on a healthy comm, agrees with the other ranks that call
    * it on who survives and makes *out, their comm, renumbered, on the same
