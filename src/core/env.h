@@ -53,7 +53,11 @@
   X(NCCL_LIBRARY, "COLL_NCCL_LIBRARY",                                          \
     "path or name of libnccl to load (default libnccl.so.2)")                   \
   X(NCCL_SHRINKABLE, "COLL_NCCL_SHRINKABLE",                                    \
-    "1: a failed or aborted NCCL comm keeps NCCL's comm for a shrink")          \
+    "1: a failed or aborted NCCL comm keeps NCCL's comm for a shrink "          \
+    "(NCCL 2.27 only; 2.28+ always can)")                                       \
+  X(NCCL_COMM_BLOCKING, "NCCL_COMM_BLOCKING",                                   \
+    "NCCL's own: 1 would make NCCL comms blocking, so libcoll refuses to "      \
+    "make NCCL comms while it is 1")                                            \
   X(ALGO, "COLL_ALGO",                                                          \
     "allreduce algorithm: auto (default), ring, rd (recursive doubling), "      \
     "rh (recursive halving, then doubling), twolevel (within hosts, then "      \
