@@ -79,9 +79,10 @@ static const entry_t cuda_entries[] = {
     {"cudaDriverGetVersion", SLOT(cuda_driver_get_version), 0},
 };
 
-/* Pre-multiplied sums arrived in 2.11, ncclGetLastError in 2.13 and
- * ncclCommShrink in 2.27.3; older libraries still serve the rest (premul_sum
- * and comm_shrink then report the version). */
+/* Pre-multiplied sums arrived in 2.11, ncclGetLastError in 2.13,
+ * ncclCommSplit in 2.18, ncclCommShrink in 2.27.3 and ncclCommRevoke in
+ * 2.28; older libraries still serve the rest (premul_sum and comm_shrink
+ * then report the version, and an abort falls back to ncclCommAbort). */
 static const entry_t nccl_entries[] = {
     {"ncclGetVersion", SLOT(nccl_get_version), 0},
     {"ncclGetErrorString", SLOT(nccl_get_error_string), 0},
@@ -103,6 +104,8 @@ static const entry_t nccl_entries[] = {
     {"ncclRedOpCreatePreMulSum", SLOT(nccl_red_op_create_pre_mul_sum), 1},
     {"ncclRedOpDestroy", SLOT(nccl_red_op_destroy), 1},
     {"ncclCommShrink", SLOT(nccl_comm_shrink), 1},
+    {"ncclCommSplit", SLOT(nccl_comm_split), 1},
+    {"ncclCommRevoke", SLOT(nccl_comm_revoke), 1},
 };
 
 /* Fills the slots from lib (POSIX lets a dlsym result become a function

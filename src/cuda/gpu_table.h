@@ -25,6 +25,9 @@
 #ifndef NCCL_SHRINK_ABORT
 #define NCCL_SHRINK_ABORT 0x01
 #endif
+#ifndef NCCL_REVOKE_DEFAULT
+#define NCCL_REVOKE_DEFAULT 0x00
+#endif
 
 /* Two halves, each present or not: the CUDA runtime (enough for staging
  * device buffers on CPU comms) and NCCL. A missing half carries the reason in
@@ -117,6 +120,16 @@ typedef struct coll_nccl_table {
   ncclResult_t (*nccl_comm_shrink)(ncclComm_t c, int *exclude, int nexclude,
                                    ncclComm_t *out, ncclConfig_t *config,
                                    int flags);
+  /* Optional (>= 2.18): a comm of the ranks that pass the same color,
+   * ordered by key; every rank of c calls it. Like shrink, the new comm is
+   * written to *out when NCCL's job ends, and c is ncclInProgress until
+   * then. */
+  ncclResult_t (*nccl_comm_split)(ncclComm_t c, int color, int key,
+                                  ncclComm_t *out, ncclConfig_t *config);
+  /* Optional (>= 2.28): stops c's work without freeing it; c is
+   * ncclInProgress until its streams passed that work, then shrink, split
+   * and destroy may follow. */
+  ncclResult_t (*nccl_comm_revoke)(ncclComm_t c, int flags);
 } coll_nccl_table_t;
 
 /* The table in use: the installed one, or the libraries loaded by dlopen.
