@@ -7,7 +7,10 @@
  * disagreement is COLL_ERR_LENGTH_MISMATCH on every rank naming the field
  * and the ranks, instead of an NCCL hang or silent corruption. The NCCL comm
  * stays usable: the allgather itself always matches. Like every wait here,
- * the ones for the allgather run outside the issue guard. */
+ * the ones for the allgather run outside the issue guard, through a
+ * request, so NCCL's errors, the comm's timeout (from when the allgather
+ * can start on the stream) and its abort end it as they end a collective
+ * (N11 of the second review). */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,16 +40,13 @@ coll_status_t coll__nccl_agree_init(coll_nccl_be_t *be) {
   if (e == cudaSuccess)
     e = be->t->cuda_host_alloc((void **)&be->agree_host, bytes,
                                cudaHostAllocPortable);
-  if (e == cudaSuccess) e = be->t->cuda_event_create(&be->agree_ev, 0);
   coll__cuda_device_leave(be->t, saved);
   return coll__cuda_result(be->t, e, "agreement: buffers");
 }
 
 void coll__nccl_agree_free(coll_nccl_be_t *be) {
-  if (be->agree_ev != NULL) be->t->cuda_event_destroy(be->agree_ev);
   if (be->agree_host != NULL) be->t->cuda_free_host(be->agree_host);
   if (be->agree_dev != NULL) be->t->cuda_free(be->agree_dev);
-  be->agree_ev = NULL;
   be->agree_host = NULL;
   be->agree_dev = NULL;
 }
@@ -96,17 +96,24 @@ static coll_status_t verdict(coll_nccl_be_t *be, const char *what) {
   return COLL_OK;
 }
 
-/* Under the guard: the row in, the allgather, in one NCCL group. */
+/* Under the guard: a request on the stream, the row in, the allgather in
+ * one NCCL group. */
 static coll_status_t post_gather(coll_nccl_be_t *be, const coll_work_t *w,
-                                 cudaStream_t st, ncclResult_t *res) {
+                                 coll_nccl_req_t **out) {
   size_t row = AGREE_WORDS * sizeof(int64_t);
   int64_t *mine = be->agree_host + (size_t)be->comm->rank * AGREE_WORDS;
   char *dmine = (char *)be->agree_dev + (size_t)be->comm->rank * row;
+  cudaStream_t st = (cudaStream_t)w->stream;
+  coll_nccl_req_t *req = NULL;
   cudaError_t e;
   ncclResult_t r, r_end;
   describe(w, mine);
+  COLL_CHECK(coll__nccl_req_new(be, w, st, &req));
   e = be->t->cuda_memcpy_async(dmine, mine, row, cudaMemcpyHostToDevice, st);
-  if (e != cudaSuccess) return coll__cuda_result(be->t, e, "agreement");
+  if (e != cudaSuccess) {
+    coll__nccl_req_discard(req);
+    return coll__cuda_result(be->t, e, "agreement");
+  }
   r = be->t->nccl_group_start();
   if (r == ncclSuccess) {
     r = be->t->nccl_all_gather(dmine, be->agree_dev, AGREE_WORDS, ncclInt64,
@@ -114,47 +121,37 @@ static coll_status_t post_gather(coll_nccl_be_t *be, const coll_work_t *w,
     r_end = be->t->nccl_group_end();
     if (r == ncclSuccess) r = r_end;
   }
-  *res = r;
-  if (r == ncclSuccess || r == ncclInProgress) return COLL_OK;
-  be->lost_track = 1;
-  return coll__nccl_enqueue_error(be, r, "agreement");
+  if (r != ncclSuccess && r != ncclInProgress) {
+    be->lost_track = 1;
+    coll__nccl_req_discard(req);
+    return coll__nccl_enqueue_error(be, r, "agreement");
+  }
+  *out = req;
+  return coll__nccl_req_launched(req, r);
 }
 
-/* Under the guard: the table out, and an event after it. */
-static coll_status_t post_readback(coll_nccl_be_t *be, cudaStream_t st) {
+/* Under the guard: the table out, and the request's event after it. */
+static coll_status_t post_readback(coll_nccl_be_t *be, coll_nccl_req_t *req) {
   size_t bytes = (size_t)be->comm->world * AGREE_WORDS * sizeof(int64_t);
   cudaError_t e = be->t->cuda_memcpy_async(be->agree_host, be->agree_dev, bytes,
-                                           cudaMemcpyDeviceToHost, st);
-  if (e == cudaSuccess) e = be->t->cuda_event_record(be->agree_ev, st);
+                                           cudaMemcpyDeviceToHost, req->st);
+  if (e == cudaSuccess) e = be->t->cuda_event_record(req->ev, req->st);
+  if (e != cudaSuccess) be->lost_track = 1;
   return coll__cuda_result(be->t, e, "agreement");
 }
 
-typedef coll_status_t (*guarded_fn)(coll_nccl_be_t *be, const coll_work_t *w,
-                                    cudaStream_t st, ncclResult_t *res);
-
-static coll_status_t gather_fn(coll_nccl_be_t *be, const coll_work_t *w,
-                               cudaStream_t st, ncclResult_t *res) {
-  return post_gather(be, w, st, res);
-}
-
-static coll_status_t readback_fn(coll_nccl_be_t *be, const coll_work_t *w,
-                                 cudaStream_t st, ncclResult_t *res) {
-  (void)w;
-  *res = ncclSuccess;
-  return post_readback(be, st);
-}
-
-/* Runs fn under the issue guard on the comm's device. */
-static coll_status_t guarded(coll_nccl_be_t *be, guarded_fn fn,
-                             const coll_work_t *w, ncclResult_t *res,
-                             const char *what) {
+/* Runs the gather (req NULL) or the readback under the issue guard, on the
+ * comm's device. */
+static coll_status_t guarded(coll_nccl_be_t *be, const coll_work_t *w,
+                             coll_nccl_req_t **req, const char *what) {
   coll_abort_handle_t *h = be->comm->abort;
   int saved = COLL_NO_DEVICE;
   coll_status_t s;
   uv_mutex_lock(&h->guard);
   s = coll__nccl_usable(be, what);
   if (s == COLL_OK) s = coll__cuda_device_enter(be->t, be->dev, &saved, what);
-  if (s == COLL_OK) s = fn(be, w, (cudaStream_t)w->stream, res);
+  if (s == COLL_OK)
+    s = *req == NULL ? post_gather(be, w, req) : post_readback(be, *req);
   coll__cuda_device_leave(be->t, saved);
   uv_mutex_unlock(&h->guard);
   return s;
@@ -162,33 +159,18 @@ static coll_status_t guarded(coll_nccl_be_t *be, guarded_fn fn,
 
 coll_status_t coll__nccl_agree(coll_nccl_be_t *be, const coll_work_t *w) {
   const char *what = coll__work_name(w->kind);
-  ncclResult_t res = ncclSuccess;
-  unsigned spins = 0;
-  cudaError_t e;
-  int64_t deadline = coll__deadline(be->comm->timeout_ms);
+  coll_nccl_req_t *req = NULL;
+  coll_status_t s;
   if (be->agree_dev == NULL || be->comm->world == 1) return COLL_OK;
-  COLL_CHECK(guarded(be, gather_fn, w, &res, what));
-  if (res == ncclInProgress) {
-    be->inprogress = 1;
-    be->inprogress_deadline_ms = deadline;
-    COLL_CHECK(coll__nccl_settle(be, what));
+  s = guarded(be, w, &req, what);
+  /* NCCL puts the allgather on the stream from its own thread: the
+   * readback goes after it. */
+  if (s == COLL_OK) s = coll__nccl_settle(be, what);
+  if (s == COLL_OK) s = guarded(be, w, &req, what);
+  if (req != NULL) {
+    coll_status_t s2 = coll__nccl_req_wait(req);
+    if (s == COLL_OK) s = s2;
   }
-  COLL_CHECK(guarded(be, readback_fn, w, &res, what));
-  for (;;) {
-    COLL_CHECK(coll__nccl_usable(be, what));
-    e = be->t->cuda_event_query(be->agree_ev);
-    if (e == cudaSuccess) break;
-    if (e != cudaErrorNotReady)
-      return coll__nccl_fail(be, coll__cuda_result(be->t, e, what), 0);
-    if (deadline >= 0 && coll__now_ms() >= deadline) {
-      coll__err(COLL_ERR_TIMEOUT,
-                "%s: the descriptor agreement did not complete within %lld ms "
-                "on comm '%s' rank %d (a rank has not reached this call)",
-                what, (long long)be->comm->timeout_ms, be->comm->name,
-                be->comm->rank);
-      return coll__nccl_fail(be, COLL_ERR_TIMEOUT, 0);
-    }
-    coll__nccl_backoff(&spins);
-  }
+  if (s != COLL_OK) return s;
   return verdict(be, what);
 }

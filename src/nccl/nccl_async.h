@@ -10,8 +10,9 @@
 
 #include "cuda/gpu_table.h"
 
-/* What to watch while waiting. mu/torn (both or neither) fence nc against an
- * abort on another thread: once torn is 1 nc is never passed to NCCL. */
+/* What to watch while waiting. mu (may be NULL) orders the polling against
+ * an abort's NCCL call on another thread; torn (may be NULL) ends the wait
+ * once an abort took the comm: nc is then not passed to NCCL here. */
 typedef struct coll_nccl_watch {
   const coll_nccl_table_t *t;
   ncclComm_t nc;

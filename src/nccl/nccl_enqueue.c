@@ -2,7 +2,8 @@
 /* nccl_enqueue.c: turns a checked work item into NCCL calls on a stream,
  * inside one NCCL group per work item so that only ncclGroupEnd can answer
  * ncclInProgress. Everything is validated before the group opens, so a
- * refused argument never leaves half a batch launched. Nothing here waits. */
+ * refused argument never leaves half a batch launched (and never reaches
+ * NCCL, which would keep it as the comm's error). Nothing here waits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,15 +146,15 @@ static coll_status_t premul_ops(coll_nccl_be_t *be, const coll_work_t *w,
   return COLL_OK;
 }
 
-/* Destroys the ops now (NCCL took the work) or once the comm settles. */
-static void premul_release(coll_nccl_be_t *be, mapped_t *m, int later) {
+/* Destroys the ops right after the group end, under the guard: NCCL
+ * copied each op's state when the call was made (enqueue.cc:2564-2567),
+ * and nothing else may pass the comm to NCCL meanwhile (N9 of the second
+ * review). Not once the reaper may be freeing the comm. */
+static void premul_release(coll_nccl_be_t *be, mapped_t *m) {
   int d;
   for (d = 0; d < COLL_DTYPE_COUNT; d++) {
     if (!m->has_premul[d]) continue;
-    if (later && be->npend_ops < COLL_NCCL_MAX_PEND_OPS)
-      be->pend_ops[be->npend_ops++] = m->premul[d];
-    else if (!later)
-      be->t->nccl_red_op_destroy(m->premul[d], be->nc);
+    if (!be->nc_gone) be->t->nccl_red_op_destroy(m->premul[d], be->nc);
     m->has_premul[d] = 0;
   }
 }
@@ -213,7 +214,7 @@ coll_status_t coll__nccl_enqueue(coll_nccl_be_t *be, const coll_work_t *w,
   if (s == COLL_OK && w->kind == COLL_WORK_PREMUL_SUM)
     s = premul_ops(be, w, &m);
   if (s != COLL_OK) {
-    premul_release(be, &m, 0);
+    premul_release(be, &m);
     unmap(&m);
     return s;
   }
@@ -228,7 +229,7 @@ coll_status_t coll__nccl_enqueue(coll_nccl_be_t *be, const coll_work_t *w,
     be->lost_track = 1;
     s = coll__nccl_enqueue_error(be, r, what);
   }
-  if (!atomic_load(&be->torn)) premul_release(be, &m, r == ncclInProgress);
+  premul_release(be, &m);
   unmap(&m);
   *res = r;
   return s;

@@ -16,15 +16,17 @@
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
 
-/* NCCL refuses two ranks of one comm on one device ("invalid usage" at
- * init), and env:// puts every rank of the host in one comm, so a host that
- * runs more local ranks (LOCAL_WORLD_SIZE, set by torchrun and coll-run, or
- * mpirun's or srun's count: core/launch.h) than it sees CUDA devices cannot
- * use NCCL. This assumes every local rank
- * sees the same devices, as under torchrun; a launcher that gives each rank
- * a CUDA_VISIBLE_DEVICES of its own makes the test too strict. Returns 1
- * and the two numbers in that case, 0 otherwise (also when LOCAL_WORLD_SIZE
- * is unset). */
+/* NCCL refuses two ranks of one comm on one device ("Duplicate GPU
+ * detected" at init, init.cc:903-907). env:// puts every rank of the host
+ * in one comm, so under auto a host that runs more local ranks
+ * (LOCAL_WORLD_SIZE, set by torchrun and coll-run, or mpirun's or srun's
+ * count: core/launch.h) than this process sees CUDA devices gets the CPU
+ * ring. That cannot tell ranks sharing a GPU from ranks that each see only
+ * their own (srun --gpus-per-task=1, a CUDA_VISIBLE_DEVICES per rank), so
+ * COLL_BACKEND=nccl does not ask: NCCL's own check decides, and its refusal
+ * reads clearly (nccl_rank.c). Returns 1 and the numbers when the ranks
+ * outnumber the devices, 0 otherwise (also when LOCAL_WORLD_SIZE is
+ * unset). */
 static int ranks_exceed_devices(const coll_nccl_table_t *t, int64_t *ranks,
                                 const char **var, int *devices) {
   int count = 0;
@@ -45,16 +47,7 @@ int coll__nccl_env_selected(void) {
   if (v != NULL && strcasecmp(v, "cpu") == 0) return 0;
   if (v != NULL && strcasecmp(v, "nccl") == 0) {
     s = coll__nccl_ready("COLL_BACKEND=nccl", &t);
-    if (s != COLL_OK) return -1;
-    if (ranks_exceed_devices(t, &ranks, &var, &devices)) {
-      coll__err(COLL_ERR_NOT_AVAILABLE,
-                "COLL_BACKEND=nccl: %lld local ranks (%s) "
-                "share %d CUDA device(s); NCCL needs one device per rank "
-                "(COLL_BACKEND=auto or cpu runs the CPU ring)",
-                (long long)ranks, var, devices);
-      return -1;
-    }
-    return 1;
+    return s == COLL_OK ? 1 : -1;
   }
   if (v != NULL && strcasecmp(v, "auto") != 0)
     COLL_WARN(COLL_LOG_INIT,
@@ -73,9 +66,11 @@ int coll__nccl_env_selected(void) {
   }
   if (ranks_exceed_devices(t, &ranks, &var, &devices)) {
     COLL_INFO(COLL_LOG_INIT,
-              "COLL_BACKEND=auto: %lld local ranks share %d CUDA device(s); "
-              "NCCL needs one device per rank: CPU ring with staging",
-              (long long)ranks, devices);
+              "COLL_BACKEND=auto: %lld local ranks (%s) share %d CUDA "
+              "device(s); CPU ring with staging (NCCL needs a device per "
+              "rank; where each rank sees only its own GPU, set "
+              "COLL_BACKEND=nccl)",
+              (long long)ranks, var, devices);
     return 0;
   }
   return 1;

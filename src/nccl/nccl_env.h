@@ -12,8 +12,9 @@
  * auto with NCCL loadable and a CUDA device visible for each local rank:
  * the local world size (LOCAL_WORLD_SIZE or the launcher's, see
  * core/launch.h), when known, is at most the device count), else 0. With
- * COLL_BACKEND=nccl and NCCL unusable or too few devices, returns -1 with
- * the reason recorded (COLL_ERR_NOT_AVAILABLE). Any thread. */
+ * COLL_BACKEND=nccl and NCCL unusable, returns -1 with the reason recorded
+ * (COLL_ERR_NOT_AVAILABLE); ranks on one GPU are NCCL's to refuse. Any
+ * thread. */
 int coll__nccl_env_selected(void);
 
 /* COLL_OK when libnccl and the CUDA runtime are loaded and usable, else

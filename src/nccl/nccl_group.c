@@ -112,6 +112,7 @@ static coll_status_t init_all(const coll_nccl_table_t *t, coll_group_t *g,
   r_end = t->nccl_group_end();
   if (s == COLL_OK && r_end != ncclSuccess && r_end != ncclInProgress)
     s = coll__nccl_result(t, r_end, NULL, "ncclGroupEnd");
+  if (s == COLL_OK) s = coll__nccl_env_check("group_create");
   memset(&w, 0, sizeof w);
   w.t = t;
   w.aborted = &g->abort->aborted;
@@ -159,6 +160,7 @@ coll_status_t coll_group_create_config(const int *devices, int ndev,
     return COLL_ERR_INVALID_ARG;
   }
   COLL_CHECK(coll__nccl_ready("group_create", &t));
+  COLL_CHECK(coll__nccl_env_check("group_create"));
   COLL_CHECK(check_devices(t, devices, ndev));
   g = calloc(1, sizeof *g);
   ncs = calloc((size_t)ndev, sizeof *ncs);
@@ -229,6 +231,8 @@ static coll_status_t check_call(coll_group_t *g, void *const *bufs, int nbufs,
                      what, nstreams, g->ndev);
   if (nstreams != 0 && streams == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: streams is NULL", what);
+  for (i = 0; i < nstreams; i++)
+    COLL_CHECK(coll__nccl_check_stream(streams[i], what));
   if (esz == 0)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid dtype %d", what,
                      (int)dt);
@@ -250,9 +254,23 @@ static void unlock_guards(coll_group_t *g, int n) {
   while (--n >= 0) uv_mutex_unlock(&g->comms[n]->abort->guard);
 }
 
+/* Marks the comms as inside an outer NCCL group (a failure is recorded,
+ * its abort waits) or, closing it, aborts those that failed. Under every
+ * comm's guard. */
+static void group_mark(coll_group_t *g, int in_group) {
+  int i;
+  for (i = 0; i < g->ndev; i++) {
+    coll_nccl_be_t *be = g->comms[i]->be;
+    be->in_group = in_group;
+    if (!in_group) coll__nccl_fail_flush(be);
+  }
+}
+
 /* Enqueues w on every device inside one NCCL group (the single-thread rule
  * for several devices) under every comm's issue guard, then waits outside
- * the guards. */
+ * the guards. A failure inside the group is recorded and the comms are
+ * aborted only once the group is closed (N14 of the second review): NCCL
+ * fails every comm of a group that failed (group.cc:381-390). */
 static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
                                void *const *bufs, void *const *streams,
                                int nstreams, coll_nccl_req_t **reqs) {
@@ -286,6 +304,7 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
     s = coll__nccl_result(t, r, NULL, what);
     goto done;
   }
+  group_mark(g, 1);
   for (i = 0; i < g->ndev && s == COLL_OK; i++) {
     s = coll__cuda_device_enter(t, g->devs[i], &cur, what);
     w->recv = bufs[i];
@@ -294,11 +313,25 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
       s = coll__nccl_enqueue(g->comms[i]->be, w, (cudaStream_t)w->stream, &r);
   }
   res = t->nccl_group_end();
-  if (s == COLL_OK && res != ncclSuccess && res != ncclInProgress) {
-    for (i = 0; i < g->ndev; i++)
-      ((coll_nccl_be_t *)g->comms[i]->be)->lost_track = 1;
-    s = coll__nccl_result(t, res, NULL, what);
+  if (res != ncclSuccess && res != ncclInProgress) {
+    for (i = 0; i < g->ndev; i++) {
+      coll_nccl_be_t *be = g->comms[i]->be;
+      be->lost_track = 1;
+      s2 = coll__nccl_enqueue_error(be, res, what);
+      if (s == COLL_OK) s = s2;
+    }
+  } else if (s != COLL_OK) {
+    /* A call NCCL refused fails the group; the others' calls did not
+     * run. */
+    for (i = 0; i < g->ndev; i++) {
+      coll_nccl_be_t *be = g->comms[i]->be;
+      char why[COLL_ERRMSG_MAX];
+      coll__err_save(why);
+      if (!atomic_load(&be->failed)) coll__nccl_fail(be, s, 1);
+      coll__err_restore(why);
+    }
   }
+  group_mark(g, 0);
   if (s != COLL_OK) goto done;
   /* The launch happened at ncclGroupEnd: record each event after it, on
    * its own device (or once each comm settles). */

@@ -4,6 +4,7 @@
  * ncclCommInitRankConfig returns at once and its state is polled with the
  * comm's timeout and abort handle, so a rank that never comes is a
  * COLL_ERR_TIMEOUT (or COLL_ERR_ABORTED), never a hang. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -30,6 +31,22 @@ coll_status_t coll_unique_id_create(coll_unique_id_t *out) {
   if (r != ncclSuccess) return coll__nccl_result(t, r, NULL, "ncclGetUniqueId");
   memcpy(out->internal, id.internal, sizeof id.internal);
   return COLL_OK;
+}
+
+coll_status_t coll__nccl_env_check(const char *what) {
+  int64_t v = 0;
+  /* NCCL reads it as a number (param.cc) and takes 0 or 1; NCCL's own
+   * config files reach the environment once NCCL initialised
+   * (param.cc:27-70), so a later check sees them too. */
+  if (coll__env_parse_int(COLL_ENV_NCCL_COMM_BLOCKING, &v) != 1 || v != 1)
+    return COLL_OK;
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "%s: NCCL_COMM_BLOCKING=1 is set, which makes NCCL comms "
+                   "blocking (init.cc:1647): a blocking NCCL comm waits for "
+                   "peers inside NCCL, where neither the comm's timeout nor "
+                   "coll_abort can end it; unset it (or set 0) for this "
+                   "process",
+                   what);
 }
 
 void coll__nccl_config(ncclConfig_t *out, const char *name) {
@@ -80,6 +97,7 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     return COLL_ERR_INVALID_ARG;
   }
   COLL_CHECK(coll__nccl_ready("comm_init_rank", &t));
+  COLL_CHECK(coll__nccl_env_check("comm_init_rank"));
   /* Claimed for this init from the start: a handle serves one init. */
   if (h != NULL) COLL_CHECK(coll__abort_handle_bind(h, "comm_init_rank"));
   if (dev < 0) {
@@ -96,15 +114,30 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
     s = coll__nccl_result(t, r, nc, "ncclCommInitRankConfig");
     goto fail;
   }
-  s = coll__nccl_wait_new_comm(t, nc, h != NULL ? &h->aborted : NULL,
-                               coll__deadline(timeout),
-                               "ncclCommInitRankConfig");
+  s = coll__nccl_env_check("comm_init_rank");
+  if (s == COLL_OK)
+    s = coll__nccl_wait_new_comm(t, nc, h != NULL ? &h->aborted : NULL,
+                                 coll__deadline(timeout),
+                                 "ncclCommInitRankConfig");
   if (s == COLL_ERR_TIMEOUT)
     s = coll__err(COLL_ERR_TIMEOUT,
                   "rank %d of %d on CUDA device %d: NCCL's init did not finish "
                   "within %lld ms (every rank must call comm_init_rank with "
                   "the same id)",
                   rank, world, dev, (long long)timeout);
+  if (s == COLL_ERR_BACKEND &&
+      strstr(coll_last_error(), "Duplicate GPU") != NULL) {
+    /* Every rank sees its own GPU but two of them are the same one (N10 of
+     * the second review: NCCL's check decides, init.cc:903-907). */
+    char why[COLL_ERRMSG_MAX];
+    coll__err_save(why);
+    s = coll__err(COLL_ERR_BACKEND,
+                  "rank %d of %d: NCCL found two ranks of this comm on one "
+                  "GPU (CUDA device %d here); NCCL needs a GPU per rank "
+                  "(several ranks per GPU: COLL_BACKEND=cpu or auto runs the "
+                  "CPU ring with staging): %.300s",
+                  rank, world, dev, why);
+  }
   if (s != COLL_OK) goto fail;
   s = coll__nccl_comm_wrap(t, nc, dev, rank, world, cfg, out);
   goto done;

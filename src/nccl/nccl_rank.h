@@ -7,6 +7,10 @@
 #include "coll.h"
 #include "cuda/gpu_table.h"
 
+/* COLL_OK, or INVALID_ARG naming `what` when NCCL_COMM_BLOCKING=1 would
+ * make the NCCL comm blocking (N7 of the second review). Before every NCCL
+ * comm is made, and again once NCCL read its config files. */
+coll_status_t coll__nccl_env_check(const char *what);
 /* A nonblocking NCCL config named `name` (may be NULL). */
 void coll__nccl_config(ncclConfig_t *out, const char *name);
 /* The config's name, or NULL. */

@@ -8,9 +8,12 @@
  *
  * The timeout of a collective counts from the moment its work can start on
  * the stream (the start event recorded before it completed), so work queued
- * behind the caller's own long kernels does not time out (M8 of the review);
- * waiting for NCCL to take the work (peers connecting) counts from the
- * enqueue. */
+ * behind the caller's own long kernels does not time out (M8 of the first
+ * review). Work that cannot start is bounded too (N5 of the second): it
+ * times out as soon as an earlier request of its comm it waits behind did,
+ * and at the latest twice the timeout after its call (a kernel of another
+ * comm that never ends, ahead of it on the stream). Waiting for NCCL to take
+ * the work (peers connecting) counts from the enqueue. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +92,8 @@ coll_nccl_req_t *coll__nccl_req_alloc(coll_nccl_be_t *be,
   r->received = w->kind == COLL_WORK_RECV ? w->received : NULL;
   r->count = w->count;
   r->deadline_ms = -1;
+  r->start_by_ms =
+      be->comm->timeout_ms < 0 ? -1 : coll__deadline(2 * be->comm->timeout_ms);
   return r;
 }
 
@@ -212,17 +217,24 @@ coll_status_t coll__nccl_fail(coll_nccl_be_t *be, coll_status_t s, int locked) {
     COLL_WARN(COLL_LOG_NCCL, "comm '%s' rank %d: %s", be->comm->name,
               be->comm->rank, be->fail_why);
   }
-  if (locked)
+  if (be->in_group) {
+    /* coll__nccl_fail_flush aborts once the outer group is closed. */
+  } else if (locked) {
     coll__abort_locked(be->comm->abort);
-  else
+  } else {
     coll_abort(be->comm->abort);
+  }
   return coll__err(be->fail_status, "%s", be->fail_why);
+}
+
+void coll__nccl_fail_flush(coll_nccl_be_t *be) {
+  if (atomic_load_explicit(&be->failed, memory_order_acquire))
+    coll__abort_locked(be->comm->abort);
 }
 
 coll_status_t coll__nccl_enqueue_error(coll_nccl_be_t *be, ncclResult_t r,
                                        const char *what) {
   coll_status_t s = coll__nccl_result(be->t, r, be->nc, what);
-  if (r == ncclInvalidArgument || r == ncclInvalidUsage) return s;
   return coll__nccl_fail(be, s, 1);
 }
 
@@ -247,11 +259,11 @@ static void watch_init(coll_nccl_be_t *be, coll_nccl_watch_t *w,
 }
 
 /* NCCL took the work: record the held events on the comm's device (this
- * thread may have another current), destroy the ops kept for it. */
+ * thread may have another current). */
 static coll_status_t settled(coll_nccl_be_t *be, const char *what) {
   coll_nccl_req_t *r;
   coll_status_t s = COLL_OK, s2;
-  int saved = COLL_NO_DEVICE, i;
+  int saved = COLL_NO_DEVICE;
   be->inprogress = 0;
   COLL_CHECK(coll__cuda_device_enter(be->t, be->dev, &saved, what));
   for (r = be->live; r != NULL; r = r->next) {
@@ -259,9 +271,6 @@ static coll_status_t settled(coll_nccl_be_t *be, const char *what) {
     s2 = req_arm(r);
     if (s == COLL_OK) s = s2;
   }
-  for (i = 0; i < be->npend_ops; i++)
-    be->t->nccl_red_op_destroy(be->pend_ops[i], be->nc);
-  be->npend_ops = 0;
   coll__cuda_device_leave(be->t, saved);
   return s;
 }
@@ -313,6 +322,64 @@ static coll_status_t async_error(coll_nccl_be_t *be, const char *what) {
   return s;
 }
 
+/* Arms o's deadline once its start event completed. */
+static void arm_deadline(coll_nccl_be_t *be, coll_nccl_req_t *o) {
+  if (o->deadline_ms < 0 && be->comm->timeout_ms >= 0 &&
+      be->t->cuda_event_query(o->start) == cudaSuccess)
+    o->deadline_ms = coll__deadline(be->comm->timeout_ms);
+}
+
+/* An earlier request of the comm that r may be queued behind and whose own
+ * timeout passed (the comm's work runs in issue order on one stream in the
+ * common case); NULL if none. */
+static const coll_nccl_req_t *overdue(coll_nccl_be_t *be,
+                                      const coll_nccl_req_t *r, int64_t now) {
+  coll_nccl_req_t *o;
+  for (o = be->live; o != NULL; o = o->next) {
+    if (o == r || o->done || o->state != NREQ_RUNNING) continue;
+    arm_deadline(be, o);
+    if (o->deadline_ms >= 0 && now >= o->deadline_ms &&
+        be->t->cuda_event_query(o->ev) == cudaErrorNotReady)
+      return o;
+  }
+  return NULL;
+}
+
+/* The comm's timeout as it applies to r, which has not completed: COLL_OK,
+ * or the failure (the comm failed for it). */
+static coll_status_t req_timeout(coll_nccl_req_t *r, const char *what) {
+  coll_nccl_be_t *be = r->be;
+  coll_comm_t *c = be->comm;
+  const coll_nccl_req_t *o;
+  int64_t now;
+  if (c->timeout_ms < 0) return COLL_OK;
+  now = coll__now_ms();
+  if (r->deadline_ms >= 0) {
+    if (now < r->deadline_ms) return COLL_OK;
+    coll__err(COLL_ERR_TIMEOUT,
+              "%s did not complete within %lld ms of starting on the stream "
+              "on comm '%s' rank %d",
+              what, (long long)c->timeout_ms, c->name, c->rank);
+  } else if ((o = overdue(be, r, now)) != NULL) {
+    coll__err(COLL_ERR_TIMEOUT,
+              "%s waits behind this comm's earlier %s, which did not "
+              "complete within %lld ms of starting on the stream (comm '%s' "
+              "rank %d)",
+              what, coll__work_name(o->kind), (long long)c->timeout_ms, c->name,
+              c->rank);
+  } else if (r->start_by_ms >= 0 && now >= r->start_by_ms) {
+    coll__err(COLL_ERR_TIMEOUT,
+              "%s could not start on the stream within %lld ms of the call "
+              "(twice the timeout of comm '%s' rank %d): earlier work on the "
+              "stream holds it (the caller's, or another comm's that is "
+              "stuck)",
+              what, 2 * (long long)c->timeout_ms, c->name, c->rank);
+  } else {
+    return COLL_OK;
+  }
+  return coll__nccl_fail(be, COLL_ERR_TIMEOUT, 0);
+}
+
 /* One look at the request; sets r->done when it is over. */
 static coll_status_t req_poll(coll_nccl_req_t *r) {
   coll_nccl_be_t *be = r->be;
@@ -333,9 +400,7 @@ static coll_status_t req_poll(coll_nccl_req_t *r) {
     if (s != COLL_OK) return req_finish(r, s);
     if (busy || r->state != NREQ_RUNNING) return COLL_OK;
   }
-  if (r->deadline_ms < 0 && be->comm->timeout_ms >= 0 &&
-      be->t->cuda_event_query(r->start) == cudaSuccess)
-    r->deadline_ms = coll__deadline(be->comm->timeout_ms);
+  arm_deadline(be, r);
   e = be->t->cuda_event_query(r->ev);
   if (e == cudaSuccess) return req_finish(r, COLL_OK);
   if (e != cudaErrorNotReady) {
@@ -345,14 +410,8 @@ static coll_status_t req_poll(coll_nccl_req_t *r) {
   s = async_error(be, what);
   if (s == COLL_ERR_ABORTED) return req_finish(r, coll__nccl_usable(be, what));
   if (s != COLL_OK) return req_finish(r, coll__nccl_fail(be, s, 0));
-  if (r->deadline_ms >= 0 && coll__now_ms() >= r->deadline_ms) {
-    coll__err(COLL_ERR_TIMEOUT,
-              "%s did not complete within %lld ms of starting on the stream "
-              "on comm '%s' rank %d",
-              what, (long long)be->comm->timeout_ms, be->comm->name,
-              be->comm->rank);
-    return req_finish(r, coll__nccl_fail(be, COLL_ERR_TIMEOUT, 0));
-  }
+  s = req_timeout(r, what);
+  if (s != COLL_OK) return req_finish(r, s);
   return COLL_OK;
 }
 

@@ -29,6 +29,12 @@ int nt_setup2(void **state) { return setup_n(state, 2); }
 int nt_setup3(void **state) { return setup_n(state, 3); }
 int nt_setup4(void **state) { return setup_n(state, 4); }
 
+int nt_setup_deferred2(void **state) {
+  (void)state;
+  nt_install(2, 1, 0);
+  return 0;
+}
+
 int nt_setup_staged(void **state) {
   (void)state;
   coll__staging_segment_set(NT_STAGE_SEG);

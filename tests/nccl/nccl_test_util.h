@@ -9,7 +9,8 @@
 /* Installs the stand-in with `ndev` devices and the given options. */
 void nt_install(int ndev, int deferred, int version);
 
-/* CMocka fixtures: the stand-in with 1 to 4 devices; with 2 devices and
+/* CMocka fixtures: the stand-in with 1 to 4 devices; with 2 devices whose
+ * streams run only when looked at (deferred); with 2 devices and
  * the staging segment at NT_STAGE_SEG (plain or deferred streams); and the
  * teardown for all of them (streams released, stand-in and segment back to
  * their defaults). */
@@ -18,6 +19,7 @@ int nt_setup1(void **state);
 int nt_setup2(void **state);
 int nt_setup3(void **state);
 int nt_setup4(void **state);
+int nt_setup_deferred2(void **state);
 int nt_setup_staged(void **state);
 int nt_setup_staged_deferred(void **state);
 int nt_teardown(void **state);

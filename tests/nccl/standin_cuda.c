@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* standin_cuda.c: the CUDA runtime half of the stand-in: devices (current
  * device per thread), registered "device" and pinned memory, streams that
- * run work at once or when looked at, events. */
+ * run work at once or when looked at (cudaStreamPerThread resolved in the
+ * thread that uses it), events, and the waits of NCCL's teardown for the
+ * streams. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda/gpu_table.h"
 #include "cuda/staging_pool.h"
@@ -20,7 +23,9 @@ _Thread_local struct ncclComm *si_group_inits[SI_MAXR];
 _Thread_local int si_group_ninit;
 static coll_nccl_table_t table;
 static uv_once_t si_once = UV_ONCE_INIT;
-static int si_stalled; /* under si.mu: standin_stall */
+/* This thread's cudaStreamPerThread, per device (made on first use). */
+static _Thread_local struct CUstream_st *per_thread[SI_MAXDEV];
+static _Thread_local unsigned per_thread_gen; /* of si.generation */
 
 static void si_init(void) {
   uv_mutex_init(&si.mu);
@@ -40,10 +45,63 @@ void si_misuse(const char *fmt, ...) {
     if (si.cfg.no_driver) return cudaErrorInsufficientDriver; \
   } while (0)
 
+int64_t si_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void si_wait_a_bit(void) { uv_cond_timedwait(&si.cv, &si.mu, 1000000); }
+
+/* NULL and cudaStreamLegacy are the device's default stream; the stand-in
+ * does not model its synchronisation with other streams.
+ * cudaStreamPerThread is the calling thread's own stream. */
 struct CUstream_st *si_stream(cudaStream_t s, int dev) {
-  if (s != NULL) return s;
+  if (s != NULL && s != cudaStreamLegacy && s != cudaStreamPerThread) return s;
   if (dev < 0 || dev >= si.cfg.ndev) return NULL;
+  if (s == cudaStreamPerThread) {
+    if (per_thread_gen != si.generation) {
+      memset(per_thread, 0, sizeof per_thread);
+      per_thread_gen = si.generation;
+    }
+    if (per_thread[dev] == NULL) {
+      struct CUstream_st *t = calloc(1, sizeof *t);
+      t->dev = dev;
+      t->next_all = si.streams;
+      si.streams = t;
+      per_thread[dev] = t;
+    }
+    return per_thread[dev];
+  }
   return si.defaults[dev];
+}
+
+/* World 1 launches on the user's stream only (ncclLaunchOneRank): NCCL's
+ * device stream never waits for it. */
+int si_comm_has_work(struct ncclComm *c) {
+  struct CUstream_st *s;
+  si_op_t *op;
+  if (c->q->world == 1) return 0;
+  for (s = si.streams; s != NULL; s = s->next_all)
+    for (op = s->head; op != NULL; op = op->next)
+      if (op->kind == SI_OP_COLL && op->comm == c && !op->finished) return 1;
+  return 0;
+}
+
+void si_wait_streams(struct ncclComm *c, const char *what) {
+  int64_t t0 = si_now_ms();
+  for (;;) {
+    si_progress_all();
+    if (!si_comm_has_work(c)) return;
+    if (si_now_ms() - t0 > 30000) {
+      si_misuse(
+          "%s waited 30 s for streams that never passed the comm's "
+          "work",
+          what);
+      return;
+    }
+    si_wait_a_bit();
+  }
 }
 
 void si_post(struct CUstream_st *s, si_op_t *op) {
@@ -73,9 +131,11 @@ static int coll_head(si_op_t *op) {
 
 void si_progress(struct CUstream_st *s) {
   si_op_t *op;
-  if (si_stalled) return;
+  if (si.stalled) return;
   while ((op = s->head) != NULL) {
-    if (op->kind == SI_OP_COPY) {
+    if (op->kind == SI_OP_HOLD) {
+      if (si_now_ms() < op->until_ms) break;
+    } else if (op->kind == SI_OP_COPY) {
       memmove(op->dst, op->src, op->bytes);
     } else if (op->kind == SI_OP_EVENT) {
       if (op->ev->passed < op->seq) op->ev->passed = op->seq;
@@ -457,8 +517,11 @@ void standin_install(const standin_config_t *cfg) {
   if (si.cfg.ndev > SI_MAXDEV) si.cfg.ndev = SI_MAXDEV;
   if (si.cfg.version == 0) si.cfg.version = 22809;
   si.hang = cfg->hang;
-  si_stalled = 0;
+  si.generation++;
+  si.stalled = 0;
   si.fail_next = ncclSuccess;
+  si.fail_skip = 0;
+  si.hook_fn = NULL;
   si.fail_init_rank = -1;
   memset(&si.st, 0, sizeof si.st);
   si.misuse[0] = '\0';
@@ -473,6 +536,10 @@ void standin_install(const standin_config_t *cfg) {
   uv_mutex_unlock(&si.mu);
   si_cur_dev = 0;
   si_cur_ctx = 0;
+  si_group_depth = 0;
+  si_group_ninit = 0;
+  si_group_naborts = 0;
+
   memset(&table, 0, sizeof table);
   table.name = "stand-in";
   si_cuda_fill(&table);
@@ -518,8 +585,24 @@ void standin_uninstall(void) {
 void standin_stall(int on) {
   uv_once(&si_once, si_init);
   uv_mutex_lock(&si.mu);
-  si_stalled = on;
+  si.stalled = on;
   if (!on) si_progress_all();
+  uv_mutex_unlock(&si.mu);
+}
+
+void standin_hold(cudaStream_t st, int ms) {
+  struct CUstream_st *s;
+  si_op_t *op;
+  uv_mutex_lock(&si.mu);
+  s = si_stream(st, si_cur_dev);
+  if (s == NULL) {
+    si_misuse("standin_hold: bad stream");
+  } else {
+    op = calloc(1, sizeof *op);
+    op->kind = SI_OP_HOLD;
+    op->until_ms = si_now_ms() + ms;
+    si_post(s, op);
+  }
   uv_mutex_unlock(&si.mu);
 }
 

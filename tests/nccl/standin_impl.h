@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* standin_impl.h: the stand-in's shared state (one lock for everything). */
+/* standin_impl.h: the stand-in's shared state. One lock (si.mu) keeps the
+ * stand-in's own tables consistent; it is released between a call's entry
+ * and its body (si_enter), so two threads inside calls on one comm at once
+ * are seen and recorded instead of being serialised. */
 #ifndef COLL_TEST_STANDIN_IMPL_H
 #define COLL_TEST_STANDIN_IMPL_H
 
@@ -11,7 +14,7 @@
 #define SI_MAXR 16   /* ranks per clique */
 #define SI_MAXDEV 16 /* devices */
 
-enum { SI_OP_COPY, SI_OP_EVENT, SI_OP_COLL, SI_OP_WAIT };
+enum { SI_OP_COPY, SI_OP_EVENT, SI_OP_COLL, SI_OP_WAIT, SI_OP_HOLD };
 
 typedef struct si_slot si_slot_t;
 
@@ -22,7 +25,9 @@ typedef struct si_op {
   size_t bytes;
   struct CUevent_st *ev; /* event marker */
   uint64_t seq;
-  si_slot_t *slot; /* collective */
+  int64_t until_ms; /* hold: the stream moves on at this time */
+  si_slot_t *slot;  /* collective */
+  struct ncclComm *comm;
   int rank;
   /* Calls launched by one group onto one stream are one kernel in NCCL:
    * they progress together (fused point-to-point). 0: not fused. */
@@ -61,14 +66,21 @@ typedef struct si_state {
   si_mem_t *mem;
   struct ncclComm *comms;
   struct si_clique *cliques;
+  struct si_job *jobs; /* every job, until uninstall */
   ncclResult_t fail_next;
+  int fail_skip;      /* collective calls to let through before fail_next */
   int fail_init_rank; /* -1: none */
   ncclResult_t fail_init;
   int hang;
+  int stalled;         /* standin_stall */
+  unsigned generation; /* installs so far (threads' per-thread streams) */
   uint64_t uid_counter;
   standin_stats_t st;
   char misuse[256];
   char last_error[256]; /* ncclGetLastError's text */
+  char hook_call[64];
+  void (*hook_fn)(void *);
+  void *hook_arg;
 } si_state_t;
 
 extern si_state_t si;
@@ -81,6 +93,10 @@ extern _Thread_local int si_cur_ctx;
  * at the outermost ncclGroupEnd). */
 extern _Thread_local struct ncclComm *si_group_inits[SI_MAXR];
 extern _Thread_local int si_group_ninit;
+/* An abort inside the open group: NCCL queues it to the group's end and
+ * makes that group blocking (group.cc:36-66). */
+extern _Thread_local struct ncclComm *si_group_aborts[SI_MAXR];
+extern _Thread_local int si_group_naborts;
 
 typedef struct si_clique {
   char id[NCCL_UNIQUE_ID_BYTES];
@@ -98,17 +114,68 @@ typedef struct si_clique {
 } si_clique_t;
 
 #define SI_MAXOPS 8
+#define SI_MAXCALLS 64
+
+typedef struct si_call {
+  struct ncclComm *c;
+  int kind, peer; /* peer: -1 for collectives */
+  struct si_arg {
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t dt;
+    int op;        /* ncclRedOp_t, or -1 - index for a premul op */
+    double factor; /* a premul op's scalar, exact for f16, bf16, f32, f64 */
+    int root;
+    int posted, at_head;
+  } arg;
+  cudaStream_t st;
+} si_call_t;
+
+typedef struct si_arg si_arg_t;
+
+/* A job NCCL runs on a thread of its own for nonblocking comms: a group's
+ * launch, or the making of a child comm (split, shrink). Every comm it
+ * serves reports ncclInProgress until it ends; the first
+ * ncclCommGetAsyncError that sees it ended joins the thread. */
+typedef enum { SI_JOB_LAUNCH, SI_JOB_CHILD } si_job_kind_t;
+
+typedef struct si_job {
+  si_job_kind_t kind;
+  uv_thread_t th;
+  int started, done, joined;
+  int refs; /* comms whose job it still is */
+  ncclResult_t result;
+  /* launch */
+  si_call_t calls[SI_MAXCALLS];
+  int n;
+  /* child */
+  struct ncclComm *parent;
+  ncclComm_t *out; /* the caller's slot, written when the job ends */
+  char id[NCCL_UNIQUE_ID_BYTES];
+  int world, rank, nonblocking, nexcl;
+  int excl[SI_MAXR];
+  struct si_job *next_all;
+} si_job_t;
 
 struct ncclComm {
   si_clique_t *q;
   int rank, dev;
-  int freed;        /* aborted or destroyed: NCCL must not see it again */
-  int revoked;      /* shrunk with NCCL_SHRINK_ABORT: its work was ended */
-  unsigned shrinks; /* ncclCommShrink calls on it (names the new clique) */
-  int nonblocking;  /* config.blocking == 0 */
-  /* ncclInProgress until init (or a launch waiting to connect) is done;
-   * then ncclSuccess or the error. */
+  int freed;      /* aborted or destroyed: NCCL must not see it again */
+  int abort_flag; /* abort, revoke or NCCL_SHRINK_ABORT: its kernels exit */
+  int destroy_flag;
+  int revoked;       /* ncclCommRevoke accepted: collectives are refused */
+  int revoking;      /* its revoke waits for the streams to pass its work */
+  unsigned children; /* split and shrink calls on it (names the child) */
+  int nonblocking;   /* config.blocking == 0 (or NCCL_COMM_BLOCKING=0) */
+  /* ncclInProgress while init, a launch or a child job runs; then
+   * ncclSuccess or the error. */
   ncclResult_t async_err;
+  si_job_t *job;
+  /* A thread inside an NCCL call on this comm (si_enter). */
+  int busy;
+  uv_thread_t busy_tid;
+  const char *busy_call;
   uint64_t coll_seq, send_seq[SI_MAXR], recv_seq[SI_MAXR];
   /* By op - ncclNumOps: the scalar (of the op's element type, held exactly
    * in a double) and the element type the op was created for. */
@@ -117,17 +184,6 @@ struct ncclComm {
   int premul_live[SI_MAXOPS];
   struct ncclComm *next_all;
 };
-
-typedef struct si_arg {
-  const void *send;
-  void *recv;
-  size_t count;
-  ncclDataType_t dt;
-  int op;        /* ncclRedOp_t, or -1 - index for a premul op */
-  double factor; /* a premul op's scalar, exact for f16, bf16, f32, f64 */
-  int root;
-  int posted, at_head;
-} si_arg_t;
 
 struct si_slot {
   si_clique_t *q;
@@ -148,18 +204,46 @@ extern uint64_t si_fuse_next;
 extern uint64_t si_fuse_cur;
 void si_progress(struct CUstream_st *s);
 void si_progress_all(void);
+/* Waits on si.cv for up to 1 ms (the stand-in's polling step). */
+void si_wait_a_bit(void);
+int64_t si_now_ms(void);
 /* Tries to run the collective op (at the head of its stream): 1 when the
  * op is over (ran, or its comm was aborted), 0 while it must wait. */
 int si_coll_try(si_op_t *op);
+/* 1 if some stream still holds work of c. */
+int si_comm_has_work(struct ncclComm *c);
+/* Waits (bounded) until no stream holds work of c, as NCCL's teardown
+ * synchronises its device stream, which waits on the user's stream. */
+void si_wait_streams(struct ncclComm *c, const char *what);
 /* NULL or freed comm: records a misuse, returns ncclInvalidUsage. */
 ncclResult_t si_comm_ok(struct ncclComm *c, const char *what);
-/* Comm lifecycle pieces that ncclCommShrink reuses (standin_comm.c):
+/* A call's entry: runs the hook named `what`, takes si.mu, checks c (a
+ * NULL or freed comm is misuse: ncclInvalidUsage) and marks it busy, recording
+ * a misuse when another thread is inside a call on it; then drops and retakes
+ * the lock, so an overlapping call is seen. si_leave unmarks (under si.mu) and
+ * unlocks. */
+ncclResult_t si_enter(struct ncclComm *c, const char *what);
+void si_leave(struct ncclComm *c);
+/* ncclCommEnsureReady (init.cc:373-389): the comm's state unless it is
+ * success; ncclInProgress becomes ncclInvalidArgument. With the abort flag
+ * set, it joins a pending job instead (and answers success). */
+ncclResult_t si_ensure_ready(struct ncclComm *c);
+/* Joins the comm's job once it ended (or, aborting, ends and joins it);
+ * drops si.mu while it joins. */
+void si_job_join(struct ncclComm *c);
+/* ncclCommAbort's teardown of c, now (under si.mu). */
+void si_reclaim_abort(struct ncclComm *c);
+/* Comm lifecycle pieces that split and shrink reuse (standin_comm.c):
  * joining a clique by id, and a blocking comm's wait for its peers. */
 ncclResult_t si_join(ncclComm_t *out, int nranks, const char *id, int rank,
-                     int nonblocking);
+                     int dev, int nonblocking);
 ncclResult_t si_wait_init(struct ncclComm *c);
-/* ncclCommShrink (standin_shrink.c), in the table from NCCL 2.27.3. */
+/* The config's blocking, overridden by NCCL_COMM_BLOCKING=0/1 as NCCL does
+ * (init.cc:1647-1649). */
+int si_nonblocking(const ncclConfig_t *config, int inherit);
+/* Split and shrink (standin_shrink.c); free_all drops their records. */
 void si_shrink_fill(coll_nccl_table_t *t);
+void si_shrink_free_all(void);
 /* The collective calls of the NCCL half (standin_nccl.c). */
 void si_nccl_fill_colls(coll_nccl_table_t *t);
 void si_nccl_free_all(void);
@@ -169,12 +253,16 @@ void si_post_call(struct ncclComm *c, int kind, int peer, const si_arg_t *arg,
                   cudaStream_t st);
 /* Launch rules (standin_launch.c): a call collected in the open group or
  * launched now; the outermost group end; launches unblocked by an arrival
- * or an abort; freeing what waits. */
+ * or an abort; starting a job's thread; freeing what is left. */
 ncclResult_t si_launch_call(struct ncclComm *c, int kind, int peer,
                             const si_arg_t *arg, cudaStream_t st);
-ncclResult_t si_launch_group_end(void);
+ncclResult_t si_launch_group_end(int force_blocking);
+/* An error met inside this thread's open group: the group's end fails with
+ * it (ncclGroupErrCheck, include/group.h:89-94). */
+void si_group_set_error(ncclResult_t r);
 void si_launch_progress(void);
-void si_launch_free_all(void);
+ncclResult_t si_job_start(si_job_t *job, void (*run)(void *));
+void si_jobs_free_all(void);
 void si_cuda_fill(coll_nccl_table_t *t);
 
 #endif

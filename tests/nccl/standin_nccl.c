@@ -267,10 +267,10 @@ int si_coll_try(si_op_t *op) {
   si_slot_t *sl = op->slot;
   struct ncclComm *c = sl->q->comms[op->rank];
   int r, ready = 1;
-  if (!sl->done && (c->freed || c->revoked)) {
-    /* The comm was aborted (or shrunk with NCCL_SHRINK_ABORT): its kernels
-     * exit, the stream moves on; the peers' halves stay stuck, as with
-     * NCCL. */
+  if (!sl->done && (c->freed || c->abort_flag)) {
+    /* The comm was aborted or revoked (or shrunk with NCCL_SHRINK_ABORT):
+     * its kernels exit, the stream moves on; the peers' halves stay stuck,
+     * as with NCCL. */
     sl->queued--;
     return 1;
   }
@@ -333,25 +333,46 @@ void si_post_call(struct ncclComm *c, int kind, int peer, const si_arg_t *arg,
   op = calloc(1, sizeof *op);
   op->kind = SI_OP_COLL;
   op->slot = sl;
+  op->comm = c;
   op->rank = c->rank;
   op->fuse = si_fuse_cur;
   si.st.collectives++;
   si_post(s, op);
 }
 
-/* Checks a call as NCCL does when it is made; its work reaches the stream
- * when standin_launch.c says so. */
+/* ncclEnqueueCheck (enqueue.cc:2620-2665): a revoked comm is refused; the
+ * comm must be ready (a call on a comm still in progress is libcoll's
+ * misuse); the arguments are checked; any failure is stored as a
+ * nonblocking comm's state, which every later call then reports, and fails
+ * the open group. The work reaches the stream when standin_launch.c says
+ * so. */
 static ncclResult_t post(struct ncclComm *c, int kind, int peer,
                          const si_arg_t *arg, cudaStream_t st) {
   struct CUstream_st *s;
-  ncclResult_t r;
-  uv_mutex_lock(&si.mu);
-  r = si_comm_ok(c, "collective");
-  if (r == ncclSuccess && si.fail_next != ncclSuccess) {
-    r = si.fail_next;
-    si.fail_next = ncclSuccess;
+  ncclResult_t r = si_enter(c, "collective");
+  if (r != ncclSuccess) {
+    si_leave(NULL);
+    return r;
   }
-  if (r == ncclSuccess && esize(arg->dt) == 0) r = ncclInvalidArgument;
+  if (c->revoked) {
+    snprintf(si.last_error, sizeof si.last_error,
+             "collective: communicator was revoked");
+    si_leave(c);
+    return ncclInvalidUsage;
+  }
+  r = si_ensure_ready(c);
+  if (r == ncclInvalidArgument && c->async_err == ncclInProgress)
+    si_misuse("an NCCL call on a comm still in progress");
+  if (r == ncclSuccess && si.fail_next != ncclSuccess) {
+    if (si.fail_skip > 0) {
+      si.fail_skip--;
+    } else {
+      r = si.fail_next;
+      si.fail_next = ncclSuccess;
+    }
+  }
+  if (r == ncclSuccess && (esize(arg->dt) == 0 || arg->op == -1000))
+    r = ncclInvalidArgument;
   s = r == ncclSuccess ? si_stream(st, c->dev) : NULL;
   if (r == ncclSuccess && (s == NULL || s->dev != c->dev)) {
     si_misuse("collective on a stream of device %d, comm on device %d",
@@ -360,34 +381,39 @@ static ncclResult_t post(struct ncclComm *c, int kind, int peer,
   }
   if (r == ncclSuccess)
     r = si_launch_call(c, kind, kind == K_P2P ? peer : -1, arg, st);
-  uv_mutex_unlock(&si.mu);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (c->nonblocking && c->async_err != ncclInProgress) c->async_err = r;
+    si_group_set_error(r);
+  }
+  si_leave(c);
   return r;
 }
 
 static int op_index(struct ncclComm *c, ncclRedOp_t op, ncclDataType_t dt,
                     double *factor) {
-  int i = (int)op - (int)ncclNumOps;
+  int i = (int)op - (int)ncclNumOps, r = -1 - i;
   if (i < 0 || c == NULL) return (int)op;
-  if (i >= SI_MAXOPS || !c->premul_live[i]) return -1000;
-  if (c->premul_dt[i] != dt) {
+  uv_mutex_lock(&si.mu);
+  if (i >= SI_MAXOPS || !c->premul_live[i]) {
+    r = -1000;
+  } else if (c->premul_dt[i] != dt) {
     /* NCCL refuses an op used with another type than it was made for. */
-    uv_mutex_lock(&si.mu);
     snprintf(si.last_error, sizeof si.last_error,
              "Data type supplied to user-created ncclRedOp_t does not match "
              "type given to reduction operation");
-    uv_mutex_unlock(&si.mu);
-    return -1000;
+    r = -1000;
+  } else {
+    *factor = c->premul[i];
   }
-  *factor = c->premul[i];
-  return -1 - i;
+  uv_mutex_unlock(&si.mu);
+  return r;
 }
 
 static ncclResult_t all_reduce(const void *send, void *recv, size_t count,
                                ncclDataType_t dt, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t st) {
   si_arg_t a = {send, recv, count, dt, 0, 1.0f, 0, 0, 0};
-  a.op = op_index(c, op, dt, &a.factor);
-  if (a.op == -1000) return ncclInvalidArgument;
+  a.op = op_index(c, op, dt, &a.factor); /* -1000: refused in post */
   return post(c, K_ALLREDUCE, 0, &a, st);
 }
 

@@ -217,9 +217,11 @@ static void test_premul_sum(void **state) {
   }
 }
 
-/* Refusals and failures on one world-1 comm: wrong dtype, a refused
- * enqueue (the op is destroyed, the comm goes on), a failed one (sticky:
- * the comm is aborted, H5 of the review). */
+/* Refusals and failures on world-1 comms: wrong dtype (refused by libcoll,
+ * the comm goes on); an argument NCCL refuses (NCCL keeps it as the comm's
+ * error, so it sticks: N8 of the second review), and any other NCCL error
+ * (sticky too: the comm is aborted, H5 of the first review); the op is
+ * destroyed either way. */
 static void test_premul_errors(void **state) {
   coll_comm_t *c = NULL;
   float *f = NULL;
@@ -237,19 +239,23 @@ static void test_premul_errors(void **state) {
                    COLL_ERR_UNSUPPORTED);
   assert_non_null(strstr(coll_last_error(), "f16, bf16, f32 or f64"));
   assert_non_null(strstr(coll_last_error(), "buffer 1 is i32"));
+  /* Refused by libcoll: the comm still works. */
+  f[0] = 1.5f;
+  assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL), COLL_OK);
+  assert_float_equal(f[0], 3.0f, 0);
   standin_fail_next(ncclInvalidArgument);
   assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL),
                    COLL_ERR_BACKEND);
   assert_non_null(strstr(coll_last_error(), "invalid argument"));
   standin_stats(&st);
-  assert_int_equal(st.ops_created, 1);
+  assert_int_equal(st.ops_created, 2);
   assert_int_equal(st.ops_live, 0);
-  /* The comm still works after a refused enqueue. */
-  f[0] = 1.5f;
-  assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL), COLL_OK);
-  assert_float_equal(f[0], 3.0f, 0);
-  /* Any other NCCL error from an enqueue sticks and aborts the comm:
-   * destroy must not wait in ncclCommDestroy for a half-launched group. */
+  assert_int_equal(coll_allreduce(c, f, f, 1, COLL_F32, COLL_SUM, NULL),
+                   COLL_ERR_BACKEND);
+  assert_non_null(strstr(coll_last_error(), "invalid argument"));
+  assert_non_null(strstr(coll_last_error(), "was aborted"));
+  assert_int_equal(coll_comm_destroy(c), COLL_OK);
+  assert_int_equal(nt_rank_comms(1, 0, &c), 0);
   standin_fail_next(ncclInternalError);
   assert_int_equal(coll_allreduce_premul_sum(c, good, 1, 2.0f, NULL),
                    COLL_ERR_BACKEND);
@@ -259,10 +265,11 @@ static void test_premul_errors(void **state) {
   assert_non_null(strstr(coll_last_error(), "internal error"));
   assert_non_null(strstr(coll_last_error(), "was aborted"));
   standin_stats(&st);
-  assert_int_equal(st.comm_aborts, 1);
+  assert_int_equal(st.revokes, 2);
   assert_int_equal(coll_comm_destroy(c), COLL_OK);
   standin_stats(&st);
-  assert_int_equal(st.comm_destroys, 0);
+  assert_int_equal(st.comms_live, 0);
+  assert_int_equal(st.destroy_refused, 0);
   assert_int_equal(st.destroy_blocked, 0);
   assert_int_equal(st.ops_live, 0);
   standin_dev_free(f);

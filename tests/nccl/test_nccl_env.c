@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_nccl_env.c: COLL_BACKEND against the host's local ranks and devices
  * (LOCAL_WORLD_SIZE, or mpirun's and srun's counts): auto picks the CPU ring
- * and says why at INFO, nccl refuses with both numbers, on the stand-in;
- * mpirun's local rank picks the device. */
+ * and says why at INFO; nccl leaves the decision to NCCL, which works when
+ * each rank sees only its own GPU (N10 of the second review); mpirun's local
+ * rank picks the device; NCCL_COMM_BLOCKING=1, which would make every NCCL
+ * comm blocking, is refused (N7). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include "core/log.h"
 #include "nccl/nccl_env.h"
 #include "nccl_test_util.h"
+#include "test_util.h"
 
 static int teardown(void **state) {
   static const char *const vars[] = {"COLL_BACKEND",
@@ -32,7 +35,8 @@ static int teardown(void **state) {
                                      "SLURM_PROCID",
                                      "SLURM_NTASKS",
                                      "SLURM_NODEID",
-                                     "SLURM_STEP_TASKS_PER_NODE"};
+                                     "SLURM_STEP_TASKS_PER_NODE",
+                                     "NCCL_COMM_BLOCKING"};
   size_t i;
   (void)state;
   for (i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -77,8 +81,8 @@ static void test_auto_crowded_picks_cpu(void **state) {
   assert_int_equal(selected_logging(log, sizeof log), 0);
   assert_non_null(strstr(log,
                          "COLL INFO INIT COLL_BACKEND=auto: 4 local "
-                         "ranks share 1 CUDA device(s); NCCL needs one "
-                         "device per rank: CPU ring with staging"));
+                         "ranks (LOCAL_WORLD_SIZE) share 1 CUDA device(s); "
+                         "CPU ring with staging"));
   assert_string_equal(coll_last_error(), "");
   unsetenv("COLL_BACKEND"); /* unset is auto */
   assert_int_equal(coll__nccl_env_selected(), 0);
@@ -91,74 +95,63 @@ static void test_auto_crowded_picks_cpu(void **state) {
   assert_int_equal(coll__nccl_env_selected(), 1);
 }
 
-/* COLL_BACKEND=nccl with four local ranks on one device fails at selection
- * with both numbers, not later with NCCL's "invalid usage". */
-static void test_nccl_crowded_fails(void **state) {
-  coll_comm_t *c = (coll_comm_t *)(uintptr_t)1;
+/* COLL_BACKEND=nccl with more local ranks than this process sees devices
+ * is what per-rank binding looks like (srun --gpus-per-task=1, a
+ * CUDA_VISIBLE_DEVICES per rank): each rank sees one GPU, its own. NCCL is
+ * selected, and NCCL's own duplicate check decides (test_nccl_promises
+ * shows how its refusal reads). */
+static void test_nccl_lets_nccl_decide(void **state) {
   (void)state;
   setenv("COLL_BACKEND", "nccl", 1);
-  setenv("LOCAL_WORLD_SIZE", "4", 1);
-  assert_int_equal(coll__nccl_env_selected(), -1);
-  assert_non_null(strstr(coll_last_error(),
-                         "COLL_BACKEND=nccl: 4 local ranks (LOCAL_WORLD_SIZE) "
-                         "share 1 CUDA device(s); NCCL needs one device per "
-                         "rank"));
+  setenv("LOCAL_WORLD_SIZE", "8", 1);
+  assert_int_equal(coll__nccl_env_selected(), 1);
   setenv("LOCAL_WORLD_SIZE", "1", 1);
   assert_int_equal(coll__nccl_env_selected(), 1);
-  /* Through coll_comm_init_env: refused before any rendezvous. */
-  setenv("LOCAL_WORLD_SIZE", "2", 1);
-  setenv("RANK", "0", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", "1", 1);
-  assert_int_equal(coll_comm_init_env(NULL, &c), COLL_ERR_NOT_AVAILABLE);
-  assert_null(c);
-  assert_non_null(strstr(coll_last_error(),
-                         "comm_init_env: COLL_BACKEND=nccl: "
-                         "2 local ranks"));
-  assert_non_null(strstr(coll_last_error(), "share 1 CUDA device(s)"));
 }
 
-/* As many devices as local ranks: NCCL either way; more ranks: not. */
+/* auto with more local ranks than devices: the CPU ring (it cannot tell
+ * per-rank binding from sharing), and the log says how to get NCCL. */
 static void test_enough_devices(void **state) {
+  char log[4096];
   (void)state;
   setenv("LOCAL_WORLD_SIZE", "4", 1);
   assert_int_equal(coll__nccl_env_selected(), 1);
   setenv("COLL_BACKEND", "nccl", 1);
   assert_int_equal(coll__nccl_env_selected(), 1);
   setenv("LOCAL_WORLD_SIZE", "5", 1);
-  assert_int_equal(coll__nccl_env_selected(), -1);
-  assert_non_null(strstr(coll_last_error(), "5 local ranks"));
-  assert_non_null(strstr(coll_last_error(), "share 4 CUDA device(s)"));
+  assert_int_equal(coll__nccl_env_selected(), 1);
   setenv("COLL_BACKEND", "auto", 1);
-  assert_int_equal(coll__nccl_env_selected(), 0);
+  assert_int_equal(selected_logging(log, sizeof log), 0);
+  assert_non_null(strstr(log, "5 local ranks (LOCAL_WORLD_SIZE) share 4"));
+  assert_non_null(strstr(log, "COLL_BACKEND=nccl"));
   setenv("COLL_BACKEND", "cpu", 1);
   setenv("LOCAL_WORLD_SIZE", "1", 1);
   assert_int_equal(coll__nccl_env_selected(), 0);
 }
 
 /* Under mpirun and srun their own local counts stand in for
- * LOCAL_WORLD_SIZE, and the refusal names the variable it read. */
+ * LOCAL_WORLD_SIZE for auto, and its log names the variable it read. */
 static void test_launcher_local_counts(void **state) {
+  char log[4096];
   (void)state;
-  setenv("COLL_BACKEND", "nccl", 1);
   setenv("OMPI_COMM_WORLD_RANK", "0", 1);
   setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
   setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
-  assert_int_equal(coll__nccl_env_selected(), -1);
-  assert_non_null(strstr(coll_last_error(),
-                         "COLL_BACKEND=nccl: 3 local ranks "
-                         "(OMPI_COMM_WORLD_LOCAL_SIZE) share 1 CUDA device"));
+  assert_int_equal(selected_logging(log, sizeof log), 0);
+  assert_non_null(
+      strstr(log, "3 local ranks (OMPI_COMM_WORLD_LOCAL_SIZE) share 1 CUDA"));
   unsetenv("OMPI_COMM_WORLD_RANK");
   unsetenv("OMPI_COMM_WORLD_SIZE");
   setenv("SLURM_PROCID", "4", 1);
   setenv("SLURM_NTASKS", "6", 1);
   setenv("SLURM_NODEID", "1", 1);
   setenv("SLURM_STEP_TASKS_PER_NODE", "4,2", 1);
-  assert_int_equal(coll__nccl_env_selected(), -1);
-  assert_non_null(
-      strstr(coll_last_error(), "2 local ranks (SLURM_STEP_TASKS_PER_NODE)"));
+  assert_int_equal(selected_logging(log, sizeof log), 0);
+  assert_non_null(strstr(log, "2 local ranks (SLURM_STEP_TASKS_PER_NODE)"));
   setenv("SLURM_STEP_TASKS_PER_NODE", "2,1", 1);
+  assert_int_equal(coll__nccl_env_selected(), 1);
+  setenv("COLL_BACKEND", "nccl", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "4,2", 1);
   assert_int_equal(coll__nccl_env_selected(), 1);
 }
 
@@ -186,16 +179,64 @@ static void test_ompi_local_rank_device(void **state) {
   assert_true(nt_no_misuse());
 }
 
+struct blocking_init {
+  coll_unique_id_t id;
+  coll_status_t s;
+  int64_t took_ms;
+  char err[512];
+};
+
+static void blocking_rank0(int rank, int world, void *p) {
+  struct blocking_init *a = p;
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  coll_comm_t *c = NULL;
+  int64_t t0 = test_now_ms();
+  (void)rank, (void)world;
+  cfg.timeout_ms = 200;
+  a->s = coll_comm_init_rank(0, 2, &a->id, &cfg, &c);
+  a->took_ms = test_now_ms() - t0;
+  snprintf(a->err, sizeof a->err, "%s", coll_last_error());
+  coll_comm_destroy(c);
+}
+
+/* N7: NCCL_COMM_BLOCKING=1 overrides the config NCCL is given: the init
+ * of a rank whose peer never comes would block in NCCL past every timeout.
+ * Refused at once, naming the variable; =0 changes nothing. */
+static void test_comm_blocking_refused(void **state) {
+  struct blocking_init a;
+  coll_comm_t *c = NULL;
+  standin_stats_t st;
+  (void)state;
+  memset(&a, 0, sizeof a);
+  setenv("NCCL_COMM_BLOCKING", "1", 1);
+  assert_int_equal(coll_unique_id_create(&a.id), COLL_OK);
+  test_run_ranks(1, blocking_rank0, &a, 60000, "init with NCCL_COMM_BLOCKING");
+  print_message("NCCL_COMM_BLOCKING=1: %s after %lld ms: %s\n",
+                coll_status_name(a.s), (long long)a.took_ms, a.err);
+  assert_int_equal(a.s, COLL_ERR_INVALID_ARG);
+  assert_true(a.took_ms < 300);
+  assert_non_null(strstr(a.err, "NCCL_COMM_BLOCKING=1"));
+  standin_stats(&st);
+  assert_int_equal(st.comms_live, 0);
+  setenv("NCCL_COMM_BLOCKING", "0", 1);
+  assert_int_equal(nt_rank_comms(1, 10000, &c), 0);
+  assert_int_equal(coll_comm_destroy(c), COLL_OK);
+  unsetenv("NCCL_COMM_BLOCKING");
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_auto_crowded_picks_cpu, nt_setup1,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_nccl_crowded_fails, nt_setup1,
+      cmocka_unit_test_setup_teardown(test_nccl_lets_nccl_decide, nt_setup1,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_enough_devices, nt_setup4, teardown),
       cmocka_unit_test_setup_teardown(test_launcher_local_counts, nt_setup1,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_ompi_local_rank_device, nt_setup4,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_comm_blocking_refused, nt_setup2,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,12 @@
 #include "nccl_test_util.h"
 #include "test_util.h"
 
+static void inject_remote_error(void *p) {
+  (void)p;
+  test_sleep_ms(100);
+  standin_inject_async_error(ncclRemoteError);
+}
+
 /* Calls coll_abort(h) after delay_ms and records how long abort took.
  *
  * The bound the tests assert is PROMPT_MS: a comm that waits for a peer
@@ -460,7 +466,9 @@ static void test_agreement_when_asked(void **state) {
 
 /* M8: the timeout counts from when the work can start on the stream, so a
  * collective queued behind the caller's own long work (a stalled stream
- * here) does not time out, and the comm is not aborted for it. */
+ * here, 1.5 times the timeout) does not time out, and the comm is not
+ * aborted for it. Work that never starts ends at twice the timeout from the
+ * call (test_nccl_faults). */
 static void test_timeout_starts_on_the_stream(void **state) {
   coll_comm_t *c = NULL;
   coll_request_t *req = NULL;
@@ -468,14 +476,14 @@ static void test_timeout_starts_on_the_stream(void **state) {
   int done = 0, polls = 0;
   int64_t t0;
   (void)state;
-  assert_int_equal(nt_rank_comms(1, 200, &c), 0);
+  assert_int_equal(nt_rank_comms(1, 400, &c), 0);
   buf = standin_dev_alloc(0, 4 * sizeof(float));
   buf[0] = 2.5f;
   standin_stall(1);
   assert_int_equal(
       coll_iallreduce(c, buf, buf, 4, COLL_F32, COLL_SUM, NULL, &req), COLL_OK);
   t0 = test_now_ms();
-  while (test_now_ms() - t0 < 600) { /* three times the timeout */
+  while (test_now_ms() - t0 < 600) { /* 1.5 times the timeout */
     assert_int_equal(coll_test(req, &done), COLL_OK);
     assert_false(done);
     polls++;
@@ -489,6 +497,55 @@ static void test_timeout_starts_on_the_stream(void **state) {
                    COLL_OK);
   coll_comm_destroy(c);
   standin_dev_free(buf);
+  assert_true(nt_no_misuse());
+}
+
+/* N11: with the agreement on, a peer lost during it is NCCL's error
+ * (PEER_LOST) at once, not a TIMEOUT after the whole timeout. */
+struct warm {
+  coll_comm_t **c;
+  float **buf;
+  coll_status_t s[2];
+};
+
+static void warm_rank(int rank, int world, void *p) {
+  struct warm *w = p;
+  (void)world;
+  nt_set_device(rank);
+  w->s[rank] = coll_allreduce(w->c[rank], w->buf[rank], w->buf[rank], 4,
+                              COLL_F32, COLL_SUM, NULL);
+}
+
+static void test_agreement_sees_lost_peer(void **state) {
+  coll_comm_t *c[2] = {0};
+  uv_thread_t th;
+  float *buf[2];
+  struct warm w = {c, buf, {COLL_OK, COLL_OK}};
+  int64_t t0, took;
+  coll_status_t s;
+  int i;
+  (void)state;
+  setenv("COLL_CHECK_MISMATCH", "1", 1);
+  assert_int_equal(nt_rank_comms(2, 5000, c), 0);
+  unsetenv("COLL_CHECK_MISMATCH");
+  for (i = 0; i < 2; i++) buf[i] = standin_dev_alloc(i, 4 * sizeof(float));
+  test_run_ranks(2, warm_rank, &w, 20000, "agreement warm-up");
+  for (i = 0; i < 2; i++) assert_int_equal(w.s[i], COLL_OK);
+  nt_set_device(0);
+  /* Rank 1 is gone: NCCL reports it 100 ms into rank 0's call. */
+  assert_int_equal(uv_thread_create(&th, inject_remote_error, NULL), 0);
+  t0 = test_now_ms();
+  s = coll_allreduce(c[0], buf[0], buf[0], 4, COLL_F32, COLL_SUM, NULL);
+  took = test_now_ms() - t0;
+  uv_thread_join(&th);
+  print_message("agreement, peer lost: %s after %lld ms: %s\n",
+                coll_status_name(s), (long long)took, coll_last_error());
+  assert_int_equal(s, COLL_ERR_PEER_LOST);
+  assert_true(took < 2500);
+  for (i = 0; i < 2; i++) {
+    coll_comm_destroy(c[i]);
+    standin_dev_free(buf[i]);
+  }
   assert_true(nt_no_misuse());
 }
 
@@ -513,6 +570,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_two_ranks_one_device, nt_setup2,
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_agreement_when_asked, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_agreement_sees_lost_peer, nt_setup2,
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_timeout_starts_on_the_stream,
                                       nt_setup2, nt_teardown),

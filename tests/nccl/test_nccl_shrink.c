@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_nccl_shrink.c: coll_comm_shrink and coll_comm_shrink_exclude on NCCL
- * comms (stand-in): a healthy comm shrunk and its collectives checked
- * against a serial reference, the shrink after a rank was lost (kept with
- * COLL_NCCL_SHRINKABLE, NCCL_SHRINK_ABORT), NOT_AVAILABLE without
- * ncclCommShrink, bad arguments, lists that differ, abort or timeout
- * ending a shrink that waits for a survivor that never comes, and the
- * stand-in's own rules. */
+ * comms, on a stand-in that makes children as NCCL 2.28 does (*newcomm
+ * written when the parent's job ends; an empty exclude list refused): a
+ * healthy comm shrunk (N2 of the second review) or split (nobody excluded,
+ * N3) and its collectives checked against a serial reference, the shrink
+ * after a rank was lost (2.28: revoked at the failure, then shrunk; 2.27:
+ * kept with COLL_NCCL_SHRINKABLE, NCCL_SHRINK_ABORT), NOT_AVAILABLE without
+ * ncclCommShrink or ncclCommSplit, bad arguments, lists that differ, abort
+ * or timeout ending a shrink that waits for a survivor that never comes,
+ * and the stand-in's own rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -181,21 +185,19 @@ static void test_shrink_healthy_plain(void **state) {
   assert_true(nt_no_misuse());
 }
 
-/* Rank 2 of 4 is gone after a first allreduce (it never reaches the second):
- * the survivors time out, the comms fail but keep NCCL's comm
- * (COLL_NCCL_SHRINKABLE=1), coll_comm_shrink refuses (no way to agree on who is
- * gone), and coll_comm_shrink_exclude({2}) shrinks with NCCL_SHRINK_ABORT,
- * which ends the stuck allreduce so the new comm's work on the same stream
- * runs. */
+/* Rank 2 of 4 is gone after a first allreduce (it never reaches the
+ * second): the survivors time out, coll_comm_shrink refuses (no way to
+ * agree on who is gone), and coll_comm_shrink_exclude({2}) shrinks. On NCCL
+ * 2.28 the failure revoked the comm (its stuck allreduce ended, the stream
+ * runs again) and the shrink waits for that, then uses the default shrink;
+ * the new comm's work runs on the same stream. */
 static void test_shrink_after_loss(void **state) {
   struct shrink_arg a;
   standin_stats_t st;
   int r;
   (void)state;
-  setenv("COLL_NCCL_SHRINKABLE", "1", 1);
   arg_init(&a, 4);
   assert_int_equal(nt_rank_comms(4, 200, a.old), 0);
-  unsetenv("COLL_NCCL_SHRINKABLE");
   a.calls[2] = 0;
   a.stuck_first = 1;
   for (r = 0; r < 4; r++) {
@@ -212,9 +214,47 @@ static void test_shrink_after_loss(void **state) {
   }
   check_survivors(&a, 4);
   standin_stats(&st);
+  assert_int_equal(st.revokes, 3);
+  assert_int_equal(st.shrinks, 3);
+  assert_int_equal(st.shrink_aborts, 0);
+  /* The failed comms were kept, not aborted, until their destroy. */
+  assert_int_equal(st.comm_aborts, 0);
+  arg_free(&a, 4);
+  standin_stats(&st);
+  assert_int_equal(st.destroy_blocked, 0);
+  assert_int_equal(st.destroy_refused, 0);
+  assert_int_equal(st.comms_live, 0);
+  assert_true(nt_no_misuse());
+}
+
+/* The same on NCCL 2.27.3, which can shrink but not revoke: the comms are
+ * kept at their failure only with COLL_NCCL_SHRINKABLE=1, and the shrink
+ * ends the stuck work with NCCL_SHRINK_ABORT. */
+static void test_shrink_after_loss_227(void **state) {
+  struct shrink_arg a;
+  standin_stats_t st;
+  int r;
+  (void)state;
+  standin_uninstall();
+  nt_install(4, 0, 22703);
+  setenv("COLL_NCCL_SHRINKABLE", "1", 1);
+  arg_init(&a, 4);
+  assert_int_equal(nt_rank_comms(4, 200, a.old), 0);
+  unsetenv("COLL_NCCL_SHRINKABLE");
+  a.calls[2] = 0;
+  a.stuck_first = 1;
+  for (r = 0; r < 4; r++) {
+    a.excl[r][0] = 2;
+    a.nexcl[r] = 1;
+  }
+  test_run_ranks(4, survivor, &a, 20000, "shrink after a loss (2.27)");
+  for (r = 0; r < 4; r++)
+    if (r != 2) assert_int_equal(a.first_s[r], COLL_ERR_TIMEOUT);
+  check_survivors(&a, 4);
+  standin_stats(&st);
+  assert_int_equal(st.revokes, 0);
   assert_int_equal(st.shrinks, 3);
   assert_int_equal(st.shrink_aborts, 3);
-  /* The failed comms were kept, not aborted, until their destroy. */
   assert_int_equal(st.comm_aborts, 0);
   arg_free(&a, 4);
   standin_stats(&st);
@@ -233,31 +273,25 @@ static coll_comm_t *one_comm(int keep) {
   return c;
 }
 
-/* coll_abort, then a shrink: refused when NCCL's comm went with the abort
- * (saying how to keep it), NCCL_SHRINK_ABORT when it was kept. */
+static void abort_comm(coll_comm_t *c) {
+  coll_abort_handle_t *h = NULL;
+  coll_comm_abort_handle(c, &h);
+  coll_abort(h);
+  coll_abort_handle_release(h);
+}
+
+/* coll_abort, then a shrink that excludes nobody: on NCCL 2.28 the abort
+ * revoked NCCL's comm, and the shrink splits it into a working one. */
 static void test_shrink_after_abort(void **state) {
   coll_comm_t *c = one_comm(0), *n = NULL;
-  coll_abort_handle_t *h = NULL;
   float *buf = standin_dev_alloc(0, sizeof(float));
   standin_stats_t st;
   (void)state;
   assert_non_null(c);
-  coll_comm_abort_handle(c, &h);
-  coll_abort(h);
-  coll_abort_handle_release(h);
-  assert_int_equal(coll_comm_shrink_exclude(c, NULL, 0, NULL, &n),
-                   COLL_ERR_UNSUPPORTED);
-  assert_null(n);
-  assert_non_null(strstr(coll_last_error(), "COLL_NCCL_SHRINKABLE=1"));
-  coll_comm_destroy(c);
-
-  c = one_comm(1);
-  assert_non_null(c);
-  coll_comm_abort_handle(c, &h);
-  coll_abort(h);
-  coll_abort_handle_release(h);
+  abort_comm(c);
   standin_stats(&st);
-  assert_int_equal(st.comm_aborts, 1); /* the first comm only */
+  assert_int_equal(st.revokes, 1);
+  assert_int_equal(st.comm_aborts, 0);
   assert_int_equal(coll_comm_shrink_exclude(c, NULL, 0, NULL, &n), COLL_OK);
   assert_non_null(n);
   assert_int_equal(coll_comm_size(n), 1);
@@ -266,32 +300,100 @@ static void test_shrink_after_abort(void **state) {
                    COLL_OK);
   assert_true(*buf == 3.0f);
   standin_stats(&st);
-  assert_int_equal(st.shrink_aborts, 1);
+  assert_int_equal(st.splits, 1);
   assert_int_equal(coll_comm_destroy(n), COLL_OK);
   assert_int_equal(coll_comm_destroy(c), COLL_OK);
   standin_stats(&st);
-  assert_int_equal(st.comm_aborts, 2); /* the kept comm, at its destroy */
   assert_int_equal(st.comms_live, 0);
+  assert_int_equal(st.destroy_refused, 0);
   standin_dev_free(buf);
   assert_true(nt_no_misuse());
 }
 
+/* NCCL 2.27.3: an abort frees NCCL's comm (on the reaper thread), and the
+ * shrink says how to keep it; kept, a world-1 comm still cannot shrink
+ * (nobody to exclude, no revoke to split after). */
+static void test_shrink_after_abort_227(void **state) {
+  coll_comm_t *c, *n = NULL;
+  standin_stats_t st;
+  (void)state;
+  standin_uninstall();
+  nt_install(1, 0, 22703);
+  c = one_comm(0);
+  assert_non_null(c);
+  abort_comm(c);
+  assert_int_equal(coll_comm_shrink_exclude(c, NULL, 0, NULL, &n),
+                   COLL_ERR_UNSUPPORTED);
+  assert_null(n);
+  assert_non_null(strstr(coll_last_error(), "COLL_NCCL_SHRINKABLE=1"));
+  coll_comm_destroy(c);
+  standin_stats(&st);
+  assert_int_equal(st.comm_aborts, 1);
+  c = one_comm(1);
+  assert_non_null(c);
+  abort_comm(c);
+  standin_stats(&st);
+  assert_int_equal(st.comm_aborts, 1); /* kept */
+  assert_int_equal(coll_comm_shrink_exclude(c, NULL, 0, NULL, &n),
+                   COLL_ERR_UNSUPPORTED);
+  assert_non_null(strstr(coll_last_error(), "name the ranks"));
+  assert_int_equal(coll_comm_destroy(c), COLL_OK);
+  standin_stats(&st);
+  assert_int_equal(st.comm_aborts, 2); /* the kept comm, at its destroy */
+  assert_int_equal(st.comms_live, 0);
+  assert_true(nt_no_misuse());
+}
+
+struct na_arg {
+  coll_comm_t *c[2];
+  coll_status_t s[2];
+  char err[2][256];
+};
+
+static void na_rank(int rank, int world, void *p) {
+  struct na_arg *a = p;
+  coll_comm_t *n = (coll_comm_t *)&n;
+  int other = 1 - rank;
+  (void)world;
+  nt_set_device(rank);
+  a->s[rank] = coll_comm_shrink_exclude(a->c[rank], &other, 1, NULL, &n);
+  snprintf(a->err[rank], sizeof a->err[rank], "%s", coll_last_error());
+  if (n != NULL) a->s[rank] = COLL_ERR_INTERNAL;
+}
+
 /* An NCCL older than 2.27.3 has no ncclCommShrink: NOT_AVAILABLE with the
- * version, from both calls, and nothing else changes. */
+ * version for a list; excluding nobody splits (2.18+). Older than 2.18: no
+ * split either. */
 static void test_shrink_not_available(void **state) {
   coll_comm_t *c, *n = (coll_comm_t *)&n;
+  struct na_arg a;
+  int r;
   (void)state;
-  nt_install(1, 0, 22605);
+  standin_uninstall();
+  nt_install(2, 0, 22605);
+  memset(&a, 0, sizeof a);
+  assert_int_equal(nt_rank_comms(2, 10000, a.c), 0);
+  test_run_ranks(2, na_rank, &a, 10000, "shrink without ncclCommShrink");
+  for (r = 0; r < 2; r++) {
+    assert_int_equal(a.s[r], COLL_ERR_NOT_AVAILABLE);
+    assert_string_equal(a.err[r],
+                        "comm_shrink: the loaded NCCL 2.26.5 has no "
+                        "ncclCommShrink (2.27+)");
+  }
+  test_destroy_comms(2, a.c);
   c = one_comm(1);
+  assert_non_null(c);
+  assert_int_equal(coll_comm_shrink(c, NULL, &n), COLL_OK);
+  assert_int_equal(coll_comm_size(n), 1);
+  assert_int_equal(coll_comm_destroy(n), COLL_OK);
+  assert_int_equal(coll_comm_destroy(c), COLL_OK);
+  standin_uninstall();
+  nt_install(1, 0, 21705);
+  c = one_comm(0);
   assert_non_null(c);
   assert_int_equal(coll_comm_shrink(c, NULL, &n), COLL_ERR_NOT_AVAILABLE);
   assert_null(n);
-  assert_string_equal(coll_last_error(),
-                      "comm_shrink: the loaded NCCL 2.26.5 has no "
-                      "ncclCommShrink (2.27+)");
-  assert_int_equal(coll_comm_shrink_exclude(c, NULL, 0, NULL, &n),
-                   COLL_ERR_NOT_AVAILABLE);
-  assert_non_null(strstr(coll_last_error(), "2.26.5"));
+  assert_non_null(strstr(coll_last_error(), "2.17.5 has no ncclCommSplit"));
   assert_int_equal(coll_comm_destroy(c), COLL_OK);
   assert_true(nt_no_misuse());
 }
@@ -397,8 +499,9 @@ static void aborter(void *p) {
 }
 
 /* Rank 0 shrinks, rank 1 never does: the new comm's abort handle ends the
- * wait with ABORTED, and its timeout with TIMEOUT naming what to check;
- * NCCL's half-made comm is aborted either way. */
+ * wait with ABORTED, and its timeout with TIMEOUT naming what to check.
+ * NCCL's job on the parent is ended by aborting the parent (the old comm
+ * is broken from then on) and the half-made child with it. */
 static void test_shrink_stuck_abort_and_timeout(void **state) {
   coll_comm_t *comms[2] = {0}, *n = NULL;
   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
@@ -419,47 +522,79 @@ static void test_shrink_stuck_abort_and_timeout(void **state) {
   assert_null(n);
   coll_abort_handle_release(h);
   standin_stats(&st);
-  assert_int_equal(st.comms_live, 2); /* the half-made one is gone */
+  assert_int_equal(st.comms_live, 1); /* the other rank's old comm */
+  /* The old comm is broken now. */
+  assert_int_equal(
+      coll_allreduce(comms[0], &t0, &t0, 1, COLL_I64, COLL_SUM, NULL),
+      COLL_ERR_ABORTED);
 
+  nt_set_device(1);
   cfg.abort_handle = NULL;
   cfg.timeout_ms = 100;
-  assert_int_equal(coll_comm_shrink(comms[0], &cfg, &n), COLL_ERR_TIMEOUT);
+  assert_int_equal(coll_comm_shrink(comms[1], &cfg, &n), COLL_ERR_TIMEOUT);
   assert_null(n);
   assert_non_null(strstr(coll_last_error(), "did not finish within 100 ms"));
   standin_stats(&st);
-  assert_int_equal(st.comms_live, 2);
+  assert_int_equal(st.comms_live, 0);
   test_destroy_comms(2, comms);
   assert_true(nt_no_misuse());
 }
 
-/* The stand-in itself, through the table, as NCCL is called: an excluded
- * rank calling and an unknown flag are refused; a blocking parent's shrink
- * returns the finished comm (no ncclInProgress). */
+/* The stand-in itself, through the table, as NCCL 2.28 is called: an
+ * empty exclude list, an excluded rank calling, an unknown flag are
+ * refused; *newcomm is NULL when the call returns and written when the
+ * parent's job ends, the parent reporting the progress; a parent's error is
+ * returned by a shrink with NCCL_SHRINK_ABORT. */
 static void test_standin_shrink_rules(void **state) {
   const coll_nccl_table_t *t = coll__nccl_table();
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   ncclUniqueId id;
-  ncclComm_t nc = NULL, child = NULL;
-  ncclResult_t async = ncclInProgress;
-  int self = 0;
+  ncclComm_t nc[2] = {NULL, NULL}, child = (ncclComm_t)&child;
+  ncclResult_t async = ncclSuccess;
+  int self = 0, other = 1, i, n;
   (void)state;
-  nt_set_device(0);
+  config.blocking = 0;
   assert_int_equal(t->nccl_get_unique_id(&id), ncclSuccess);
-  config.blocking = 1;
-  assert_int_equal(t->nccl_comm_init_rank_config(&nc, 1, id, 0, &config),
-                   ncclSuccess);
+  assert_int_equal(t->nccl_group_start(), ncclSuccess);
+  for (i = 0; i < 2; i++) {
+    nt_set_device(i);
+    t->nccl_comm_init_rank_config(&nc[i], 2, id, i, &config);
+  }
+  assert_int_equal(t->nccl_group_end(), ncclSuccess);
+  nt_set_device(0);
   assert_int_equal(
-      t->nccl_comm_shrink(nc, &self, 1, &child, &config, NCCL_SHRINK_DEFAULT),
+      t->nccl_comm_shrink(nc[0], NULL, 0, &child, &config, NCCL_SHRINK_DEFAULT),
       ncclInvalidArgument);
-  assert_int_equal(t->nccl_comm_shrink(nc, NULL, 0, &child, &config, 7),
+  assert_int_equal(t->nccl_comm_shrink(nc[0], &self, 1, &child, &config,
+                                       NCCL_SHRINK_DEFAULT),
                    ncclInvalidArgument);
-  assert_int_equal(
-      t->nccl_comm_shrink(nc, NULL, 0, &child, &config, NCCL_SHRINK_DEFAULT),
-      ncclSuccess);
+  assert_int_equal(t->nccl_comm_shrink(nc[0], &other, 1, &child, &config, 7),
+                   ncclInvalidArgument);
+  standin_set_launch_delay_us(100000);
+  assert_int_equal(t->nccl_comm_shrink(nc[0], &other, 1, &child, &config,
+                                       NCCL_SHRINK_DEFAULT),
+                   ncclInProgress);
+  assert_null(child);
+  assert_int_equal(t->nccl_comm_get_async_error(nc[0], &async), ncclSuccess);
+  assert_int_equal(async, ncclInProgress);
+  for (n = 0; async == ncclInProgress; n++) {
+    assert_true(n < 5000);
+    test_sleep_ms(1);
+    t->nccl_comm_get_async_error(nc[0], &async);
+  }
+  standin_set_launch_delay_us(0);
+  assert_int_equal(async, ncclSuccess);
+  assert_non_null(child);
   assert_int_equal(t->nccl_comm_get_async_error(child, &async), ncclSuccess);
   assert_int_equal(async, ncclSuccess);
   assert_int_equal(t->nccl_comm_destroy(child), ncclSuccess);
-  assert_int_equal(t->nccl_comm_destroy(nc), ncclSuccess);
+  /* The parent's error, after NCCL_SHRINK_ABORT stopped its work. */
+  standin_inject_async_error(ncclRemoteError);
+  assert_int_equal(
+      t->nccl_comm_shrink(nc[0], &other, 1, &child, &config, NCCL_SHRINK_ABORT),
+      ncclRemoteError);
+  for (i = 0; i < 2; i++)
+    assert_int_equal(t->nccl_comm_abort(nc[i]), ncclSuccess);
   assert_true(nt_no_misuse());
 }
 
@@ -471,9 +606,13 @@ int main(void) {
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_shrink_after_loss, nt_setup4,
                                       nt_teardown),
+      cmocka_unit_test_setup_teardown(test_shrink_after_loss_227, nt_setup4,
+                                      nt_teardown),
       cmocka_unit_test_setup_teardown(test_shrink_after_abort, nt_setup1,
                                       nt_teardown),
-      cmocka_unit_test_setup_teardown(test_shrink_not_available, nt_setup1,
+      cmocka_unit_test_setup_teardown(test_shrink_after_abort_227, nt_setup1,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_shrink_not_available, nt_setup2,
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_shrink_bad_args, nt_setup3,
                                       nt_teardown),
@@ -481,7 +620,7 @@ int main(void) {
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_shrink_stuck_abort_and_timeout,
                                       nt_setup2, nt_teardown),
-      cmocka_unit_test_setup_teardown(test_standin_shrink_rules, nt_setup1,
+      cmocka_unit_test_setup_teardown(test_standin_shrink_rules, nt_setup2,
                                       nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
