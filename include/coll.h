@@ -67,7 +67,9 @@
  * timeout) and every later call on it returns the same status, with the
  * first failure's text. Refused arguments (INVALID_ARG, UNSUPPORTED)
  * and a COLL_ERR_LENGTH_MISMATCH found by the descriptor agreement or by a
- * receive do not stick: the comm keeps working. A broken comm is still
+ * receive do not stick: the comm keeps working. (On NCCL comms every error
+ * NCCL itself returns is BACKEND and sticks, an argument NCCL refused
+ * included: NCCL keeps it as the comm's state.) A broken comm is still
  * destroyed with coll_comm_destroy().
  *
  * Which rank failed. On CPU comms over libcoll's TCP, shared-memory and
@@ -642,8 +644,11 @@ COLL_API coll_status_t coll_comm_init_store(const coll_store_ops_t *store,
  * on. Blocks briefly: a CPU comm aborts what is in flight and joins its
  * worker, and over TCP says goodbye to its peers (at most about a
  * second); an NCCL comm waits for its work on the GPU to end, or aborts
- * NCCL's comm if it failed or still has work that may never end. Returns
- * COLL_OK, or BACKEND when NCCL reported an error while tearing down. Safe
+ * NCCL's comm if it failed, was aborted or still has work that may never
+ * end; NCCL's abort waits until the stream reached the comm's last
+ * (stopped) kernel. Returns COLL_OK, or BACKEND (PEER_LOST for a lost
+ * peer) when NCCL reported an error for the comm that no call had seen, or
+ * while tearing down. Safe
  * while another thread aborts the comm. NULL is a no-op. One thread per
  * comm, as its last call. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
@@ -666,9 +671,10 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
  * handle, if any, becomes the new comm's; its timeout, else comm's, bounds the
  * whole shrink). comm stays the caller's: after shrink its collectives fail
  * (the call ended this rank's part in it), and it may only be queried and
- * destroyed, after newcomm or before. NCCL comms: ncclCommShrink, looked
- * up at run time (NCCL 2.27.3 and newer; an older NCCL is NOT_AVAILABLE
- * naming its version). An NCCL comm has no host-side channel of its own
+ * destroyed, after newcomm or before. NCCL comms: ncclCommSplit when
+ * nobody is excluded (NCCL 2.18+), ncclCommShrink for a list (2.27.3+),
+ * looked up at run time (an NCCL without it is NOT_AVAILABLE naming its
+ * version). An NCCL comm has no host-side channel of its own
  * that survives a peer's death, so its ranks cannot agree on who is gone:
  * coll_comm_shrink on an NCCL comm excludes no rank and serves a healthy
  * comm only (every rank calls it; UNSUPPORTED on a failed one); after a
@@ -694,14 +700,18 @@ COLL_API const char *coll_comm_backend(const coll_comm_t *c);
 /* coll_comm_shrink without the `nexclude` ranks listed in `exclude` (ranks
  * of comm, in any order; the caller's array, read during the call). Every
  * surviving rank passes the same ranks; an excluded rank must not call it.
- * NCCL comms only: on a healthy comm NCCL's default shrink (no work may be
- * in flight); on a comm that failed or was aborted, NCCL_SHRINK_ABORT,
- * which first ends the old comm's work. That needs the old NCCL comm kept
- * after its failure: set COLL_NCCL_SHRINKABLE=1 before the comm is created
- * (otherwise a failure aborts NCCL's comm at once, and the shrink of a
- * failed comm is COLL_ERR_UNSUPPORTED saying so). Ranks that pass
- * different lists get NCCL's error (BACKEND) or its hang (ended by the
- * timeout). Returns what coll_comm_shrink returns, and INVALID_ARG for a
+ * NCCL comms only: on a healthy comm NCCL's default shrink (libcoll first
+ * waits for what NCCL was taking); nobody excluded is ncclCommSplit. On a
+ * comm that failed or was aborted: with NCCL 2.28+ the failure revoked
+ * NCCL's comm, and the shrink waits until that ended (the stream passed the
+ * stopped work, bounded by cfg's timeout) before it shrinks; with NCCL 2.27
+ * NCCL_SHRINK_ABORT, which needs the old NCCL comm kept after its failure
+ * (COLL_NCCL_SHRINKABLE=1 before the comm is created; otherwise the shrink
+ * of a failed comm is COLL_ERR_UNSUPPORTED saying so). A shrink that does
+ * not finish tears the old comm down (every later call on it fails). Ranks
+ * that pass different lists get NCCL's error (BACKEND) or its hang (ended
+ * by the timeout). Returns what coll_comm_shrink returns, and INVALID_ARG
+ * for a
  * NULL list with nexclude > 0, a negative count, a rank out of range or
  * listed twice, or this rank in the list; NOT_AVAILABLE on CPU comms
  * (they agree by themselves: coll_comm_shrink). One thread per comm. */
@@ -734,10 +744,17 @@ COLL_API coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm,
  * see below for first-use connects).
  *
  * NCCL comms differ (docs/nccl.md, "What differs on NCCL comms"):
- *  - blocking: the host waits until the GPU finished the work; a
- *    nonblocking call is on `stream` once NCCL took it, and coll_wait waits
- *    for the GPU. The timeout counts from when the work can start on the
- *    stream. NULL is the legacy default stream: pass a non-blocking one.
+ *  - stream order: when a call returns COLL_OK (an i-form too) its work is
+ *    on `stream`, before anything the caller queues on that stream
+ *    afterwards; a blocking call also waits until the GPU finished it, and
+ *    coll_wait waits for the GPU. The first use of an algorithm may wait
+ *    for the peers to connect, bounded by the timeout, ended by
+ *    coll_abort(). The timeout counts from when the work can start on the
+ *    stream; work that cannot start (behind a stuck request of the comm,
+ *    or another comm's kernel) times out at the latest twice the timeout
+ *    after the call. NULL is the legacy default stream: pass a non-blocking
+ *    one; cudaStreamPerThread is refused (INVALID_ARG: NCCL launches from a
+ *    thread of its own).
  *  - numerics are NCCL's: f16/bf16 accumulate in the element type; AVG
  *    scales each input by 1/n in the element type before summing; 8-bit
  *    sums wrap, and 8-bit AVG is refused (COLL_ERR_UNSUPPORTED).
@@ -746,8 +763,9 @@ COLL_API coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm,
  *    disagree get NCCL's behaviour.
  *  - point-to-point: tag must be 0 (messages between two ranks match in
  *    issue order), counts must match (*received is the count passed), and
- *    isend/irecv are launched together in one NCCL group at the first wait
- *    or test, so an exchange of isend+irecv on both ranks completes.
+ *    isend/irecv are launched together in one NCCL group at the first wait,
+ *    test or collective, on the legacy default stream, so an exchange of
+ *    isend+irecv on both ranks completes.
  * Returns: COLL_OK, INVALID_ARG/UNSUPPORTED (nothing was issued), ABORTED
  * (the comm's handle was aborted, or the comm destroyed under the
  * request), TIMEOUT (the comm's timeout passed; the text names the peer
@@ -922,8 +940,11 @@ COLL_API coll_status_t coll_abort_handle_create(coll_abort_handle_t **out);
 COLL_API coll_status_t coll_comm_abort_handle(coll_comm_t *c,
                                               coll_abort_handle_t **out);
 /* Aborts the comm: every call in flight on it returns COLL_ERR_ABORTED
- * promptly (a CPU comm within milliseconds, an NCCL comm's init, connect
- * or collective within about one), every later one fails at once with it,
+ * promptly (a CPU comm within milliseconds; an NCCL comm's init, connect
+ * or collective within 100 ms whatever the streams hold, and coll_abort
+ * itself returns within 100 ms: NCCL 2.28's ncclCommRevoke, or
+ * ncclCommAbort on a thread of libcoll's for an older NCCL; measured on
+ * the stand-in: under 1 ms), every later one fails at once with it,
  * and the comm stays so until destroyed (sticky). On CPU comms the peers'
  * calls it ends return COLL_ERR_ABORTED too, with a text naming this rank
  * ("rank 3 aborted"). Idempotent. A no-op once the comm was destroyed:
@@ -958,7 +979,9 @@ COLL_API coll_status_t coll_unique_id_create(coll_unique_id_t *out);
  * naming the rank) and ended by cfg's abort handle (COLL_ERR_ABORTED); the
  * half-made comm is aborted, *out stays NULL. id is read during the call
  * only. Also returns INVALID_ARG (rank, world, the config, COLL_TIMEOUT_MS;
- * a handle already used), NOT_AVAILABLE, BACKEND. One thread per call;
+ * a handle already used; NCCL_COMM_BLOCKING=1, which would make NCCL's comm
+ * blocking), NOT_AVAILABLE, BACKEND (two ranks on one GPU: NCCL's
+ * "Duplicate GPU detected"). One thread per call;
  * each rank calls it once per id. */
 COLL_API coll_status_t coll_comm_init_rank(int rank, int world,
                                            const coll_unique_id_t *id,
