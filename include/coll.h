@@ -50,8 +50,12 @@
  * call. "One thread per comm": calls on one comm (its collectives,
  * point-to-point and requests) come from one thread at a time, which may
  * change from call to call; different comms may be used from different
- * threads at once. Abort handles are the exception that makes a stuck comm
- * recoverable: any thread, any time.
+ * threads at once. A collective, point-to-point call or shrink that starts
+ * while another thread is in a call on the same comm is refused at once
+ * with COLL_ERR_INVALID_ARG naming the call in progress, which goes on
+ * untouched (waits on requests and destroy are not checked). Abort handles
+ * are the exception that makes a stuck comm recoverable: any thread, any
+ * time.
  *
  * Blocking. "Never blocks": returns without waiting for peers, the network
  * or the GPU (it may take a lock briefly). Calls that wait say for what;

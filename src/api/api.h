@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* api.h: argument checks shared by the public entry points, and issuing
- * checked work into a comm's backend. */
+/* api.h: argument checks shared by the public entry points, the check of
+ * one thread per comm, and issuing checked work into a comm's backend. */
 #ifndef COLL_API_API_H
 #define COLL_API_API_H
 
@@ -34,6 +34,15 @@ coll_status_t coll__check_overlap(const char *what, const void *send,
  * fits in memory, and no two sharing a byte (each is reduced in place). */
 coll_status_t coll__check_batch(const char *what, const coll_comm_t *c,
                                 const coll_buffer_t *bufs, size_t nbufs);
+
+/* One thread per comm (coll.h, "Threads"), checked: claims c for the call
+ * `what` (a string literal) until coll__comm_leave. While another call is in
+ * progress on c (another thread's: one thread is in one call at a time) this
+ * one is refused with COLL_ERR_INVALID_ARG naming both, before anything is
+ * issued, so the running call goes on untouched. One compare-and-swap and
+ * one store per call, on a line only the calling thread writes. */
+coll_status_t coll__comm_enter(coll_comm_t *c, const char *what);
+void coll__comm_leave(coll_comm_t *c);
 
 /* Submits w under the abort handle's issue guard. req == NULL: blocking,
  * waits and returns the result. Never holds the guard across a wait.

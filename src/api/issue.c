@@ -2,8 +2,9 @@
 /* issue.c: submitting checked work, and waiting for requests. */
 #include "api/api.h"
 
-coll_status_t coll__issue(coll_comm_t *c, coll_work_t *w,
-                          coll_request_t **req) {
+/* coll__issue, once this thread holds the comm (coll__comm_enter). */
+static coll_status_t issue_owned(coll_comm_t *c, coll_work_t *w,
+                                 coll_request_t **req) {
   coll_abort_handle_t *h = c->abort;
   coll_trace_t *t = c->trace;
   coll_request_t *r = NULL;
@@ -45,6 +46,17 @@ done:
   /* A backend that ran it may have recorded the end already (with the
    * peer it waited on); then this one does not count. */
   if (t != NULL) coll__trace_end(t, w->trace_seq, s, -1);
+  return s;
+}
+
+coll_status_t coll__issue(coll_comm_t *c, coll_work_t *w,
+                          coll_request_t **req) {
+  coll_status_t s = coll__comm_enter(c, coll__work_what(w));
+  if (s != COLL_OK) return s;
+  /* A blocking call holds the comm until its result is in; a nonblocking
+   * one until it is issued (its coll_wait may come from any thread). */
+  s = issue_owned(c, w, req);
+  coll__comm_leave(c);
   return s;
 }
 

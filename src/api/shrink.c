@@ -6,7 +6,7 @@
  * refuses for a bad argument), then the backend does the rest. */
 #include <stdlib.h>
 
-#include "core/comm.h"
+#include "api/api.h"
 #include "core/error.h"
 
 /* The config of the new comm: checked, and not carrying a handle that
@@ -43,7 +43,10 @@ coll_status_t coll_comm_shrink(coll_comm_t *comm, const coll_comm_config_t *cfg,
     return coll__err(COLL_ERR_NOT_AVAILABLE,
                      "comm_shrink: the %s backend cannot shrink a comm",
                      comm->ops->name);
+  s = coll__comm_enter(comm, "comm_shrink");
+  if (s != COLL_OK) return s;
   s = comm->ops->shrink(comm, cfg, newcomm);
+  coll__comm_leave(comm);
   if (s != COLL_OK) coll__err_prefix("comm_shrink");
   return s;
 }
@@ -104,8 +107,11 @@ coll_status_t coll_comm_shrink_exclude(coll_comm_t *comm, const int *exclude,
                   "comm_shrink: the %s backend takes no exclude list (use "
                   "coll_comm_shrink)",
                   comm->ops->name);
-  if (s == COLL_OK)
+  if (s == COLL_OK) s = coll__comm_enter(comm, "comm_shrink");
+  if (s == COLL_OK) {
     s = comm->ops->shrink_exclude(comm, sorted, nexclude, cfg, newcomm);
+    coll__comm_leave(comm);
+  }
   free(sorted);
   return s;
 }

@@ -106,6 +106,10 @@ struct coll_comm {
   char name[64];
   coll_abort_handle_t *abort; /* the comm's own reference */
   coll_trace_t *trace;        /* flight recorder (a reference); NULL: off */
+  /* The call in progress on this comm ("allreduce", a string literal),
+   * NULL between calls: the one-thread-per-comm rule, checked on entry
+   * (api/owner.c). */
+  _Atomic(const char *) in_call;
 };
 
 /* Builds a comm shell (abort handle included) for a backend; the caller
