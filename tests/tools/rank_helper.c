@@ -21,6 +21,9 @@ static const char usage[] =
     "                            waits for all pid files and exits CODE, the\n"
     "                            others sleep (ignoring SIGTERM if asked)\n"
     "  sleep-pid DIR             write DIR/pid.<rank>, sleep\n"
+    "  fail-report R CODE MS     rank R exits CODE at once; the others print\n"
+    "                            a line into stdout's buffer (no flush), take\n"
+    "                            MS ms to learn of it and exit 1\n"
     "  print                     lines on stdout and stderr, a long line, and\n"
     "                            a last line without newline\n"
     "  env                       print the launcher's variables\n"
@@ -144,6 +147,13 @@ int main(int argc, char **argv) {
     write_pid(argv[2], "pid", rank, getpid());
     sleep_long();
     return 0;
+  }
+  if (strcmp(mode, "fail-report") == 0 && argc == 5) {
+    if (rank == atoi(argv[2])) return atoi(argv[3]);
+    /* stdout is a pipe: the line stays in stdio's buffer until exit. */
+    printf("rank %d: saw rank %s fail\n", rank, argv[2]);
+    sleep_ms(atol(argv[4]));
+    return 1;
   }
   if (strcmp(mode, "print") == 0) return print_lines(rank);
   if (strcmp(mode, "affinity") == 0) return print_affinity();

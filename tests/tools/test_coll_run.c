@@ -112,6 +112,34 @@ static void test_failure_stops_the_rest(void **state) {
   proc_remove_dir(dir);
 }
 
+/* A rank fails; the others learn of it a moment later, print (into stdio's
+ * buffer: stdout is a pipe) and exit. What they printed reaches coll-run's
+ * output: they are not stopped before they could flush it. With --drain 0
+ * they are stopped at once, which is what loses it. */
+static void test_failure_lets_the_others_drain(void **state) {
+  char *const argv[] = {RUN, "-n", "3",   HELPER, "fail-report",
+                        "1", "3",  "300", NULL};
+  char *const now[] = {RUN,           "-n", "3", "--drain", "0", HELPER,
+                       "fail-report", "1",  "3", "3000",    NULL};
+  char *out = NULL, *err = NULL;
+  (void)state;
+  assert_int_equal(run(&out, &err, argv), 3);
+  if (strstr(out, "[0] rank 0: saw rank 1 fail") == NULL ||
+      strstr(out, "[2] rank 2: saw rank 1 fail") == NULL)
+    fail_msg("the ranks' last lines were lost:\n%s\n%s", out, err);
+  assert_non_null(strstr(err, "rank 1 exited with code 3"));
+  assert_null(strstr(err, "SIGTERM"));
+  free(out);
+  free(err);
+  out = err = NULL;
+  /* --drain 0 stops them at once (their lines are lost then), and the
+   * job's code is still the failing rank's. */
+  assert_int_equal(run(&out, &err, now), 3);
+  assert_null(strstr(out, "saw rank 1 fail"));
+  free(out);
+  free(err);
+}
+
 /* Ranks that ignore SIGTERM are killed after the grace period. */
 static void test_sigterm_ignored_escalates(void **state) {
   char dir[64], *err = NULL;
@@ -415,6 +443,7 @@ int main(void) {
       cmocka_unit_test(test_success_is_zero),
       cmocka_unit_test(test_killed_rank_is_128_plus_signal),
       cmocka_unit_test(test_failure_stops_the_rest),
+      cmocka_unit_test(test_failure_lets_the_others_drain),
       cmocka_unit_test(test_keep_going),
       cmocka_unit_test(test_sigterm_ignored_escalates),
       cmocka_unit_test(test_output_is_prefixed),

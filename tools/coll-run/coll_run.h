@@ -24,6 +24,8 @@ typedef struct run_opts {
   int master_port;  /* 0: pick a free one */
   double timeout_s; /* 0: no limit */
   double grace_s;   /* SIGTERM -> SIGKILL delay when stopping ranks */
+  double drain_s;   /* after a rank failed: time the others get to end on
+                       their own before they are stopped */
   int keep_going;   /* a rank's failure does not stop the others */
   int bind;         /* each rank pinned to its block of `cpus` (--bind) */
   cpu_set_t cpus;   /* the CPUs coll-run itself may run on */

@@ -28,6 +28,8 @@ typedef struct job {
   int stopping, killed;    /* SIGTERM (or a forwarded signal) / SIGKILL sent */
   uint64_t deadline_ns;    /* --timeout; 0: none */
   uint64_t kill_ns;        /* when a stop turns into SIGKILL */
+  uint64_t stop_ns;        /* after a rank failed: when the others are
+                              stopped unless they ended (0: none pending) */
   uint64_t drain_ns;       /* when to give up on output, once all exited */
 } job_t;
 
@@ -108,13 +110,22 @@ static void check_exits(job_t *j) {
       if (r->sig == 0 && r->code != 0 && j->code < 0) j->code = r->code;
       continue;
     }
-    if (r->code == 0 || j->stopping) continue;
+    if (r->code == 0 || j->stopping || j->stop_ns != 0) continue;
     describe_exit(i, r, what, sizeof what);
-    if (j->running > 0)
-      run_msg("%s; stopping the other ranks", what);
-    else
+    if (j->code < 0) j->code = r->code;
+    if (j->running == 0) {
       run_msg("%s", what);
-    begin_stop(j, SIGTERM, r->code);
+    } else if (j->o->drain_s > 0) {
+      /* Their failure is on its way to them: a libcoll rank reports it
+       * within milliseconds, prints, and flushes its output as it exits.
+       * A SIGTERM now would lose what sits in their stdio buffers. */
+      run_msg("%s; stopping the other ranks in %g s unless they end first",
+              what, j->o->drain_s);
+      j->stop_ns = uv_hrtime() + (uint64_t)(j->o->drain_s * 1e9);
+    } else {
+      run_msg("%s; stopping the other ranks", what);
+      begin_stop(j, SIGTERM, r->code);
+    }
   }
 }
 
@@ -153,6 +164,12 @@ static void check_clock(job_t *j) {
             j->o->timeout_s, j->running);
     begin_stop(j, SIGTERM, RUN_EXIT_TIMEOUT);
   }
+  if (j->stop_ns != 0 && !j->stopping && now >= j->stop_ns) {
+    if (j->running > 0)
+      run_msg("stopping %d ranks still running %g s after the failure",
+              j->running, j->o->drain_s);
+    begin_stop(j, SIGTERM, j->code);
+  }
   if (j->stopping && !j->killed && now >= j->kill_ns) {
     if (j->running > 0)
       run_msg("%d ranks still ran %g s after SIGTERM; sending SIGKILL",
@@ -165,6 +182,7 @@ static void check_clock(job_t *j) {
 static int poll_timeout_ms(const job_t *j) {
   uint64_t next = UINT64_MAX, now = uv_hrtime();
   if (j->deadline_ns != 0 && !j->stopping) next = j->deadline_ns;
+  if (j->stop_ns != 0 && !j->stopping && j->stop_ns < next) next = j->stop_ns;
   if (j->stopping && !j->killed && j->kill_ns < next) next = j->kill_ns;
   if (j->drain_ns != 0 && j->drain_ns < next) next = j->drain_ns;
   if (next == UINT64_MAX) return -1;

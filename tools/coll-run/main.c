@@ -30,6 +30,11 @@ static const char usage_text[] =
     "      --timeout S       stop the job after S seconds, exit code 124\n"
     "      --grace S         seconds between SIGTERM and SIGKILL when\n"
     "                        stopping ranks (default 5)\n"
+    "      --drain S         after a rank failed, seconds the others get to\n"
+    "                        end on their own (a libcoll rank learns of the\n"
+    "                        failure within milliseconds, prints it and\n"
+    "                        exits) before they are stopped, so that what\n"
+    "                        they print is not lost (default 2; 0: at once)\n"
     "      --bind block|none block (default): the C CPUs coll-run may use are\n"
     "                        cut into N blocks in order and rank r runs on\n"
     "                        block r (one CPU each when N = C; CPU r mod C\n"
@@ -40,8 +45,9 @@ static const char usage_text[] =
     "                        every rank's exit is reported\n"
     "  -h, --help            this text\n"
     "\n"
-    "When a rank fails, the others are stopped and coll-run exits with the\n"
-    "first non-zero exit code (128+N for a rank killed by signal N). With\n"
+    "When a rank fails, the others are stopped (after --drain) and coll-run\n"
+    "exits with the first non-zero exit code (128+N for a rank killed by "
+    "signal N). With\n"
     "--keep-going coll-run waits for every rank and exits with the first\n"
     "non-zero code of a rank that exited on its own, else 0 when one exited\n"
     "0, else 128+N of the first rank killed. Ctrl-C\n"
@@ -92,6 +98,15 @@ static int parse_seconds(const char *s, double *out) {
   return 0;
 }
 
+/* Seconds as a decimal number >= 0 (fractions allowed). */
+static int parse_seconds0(const char *s, double *out) {
+  if (strcmp(s, "0") == 0) {
+    *out = 0;
+    return 0;
+  }
+  return parse_seconds(s, out);
+}
+
 /* The option getopt stumbled on: a short one by its letter (it may sit in
  * a group such as -xq), a long one by its word. */
 static const char *bad_option(char **argv, char *buf, size_t cap) {
@@ -107,6 +122,7 @@ enum {
   OPT_PORT,
   OPT_TIMEOUT,
   OPT_GRACE,
+  OPT_DRAIN,
   OPT_KEEP_GOING,
   OPT_BIND
 };
@@ -117,6 +133,7 @@ static const struct option long_opts[] = {
     {"master-port", required_argument, NULL, OPT_PORT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"grace", required_argument, NULL, OPT_GRACE},
+    {"drain", required_argument, NULL, OPT_DRAIN},
     {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
     {"bind", required_argument, NULL, OPT_BIND},
     {"help", no_argument, NULL, 'h'},
@@ -163,6 +180,11 @@ static int parse_args(int argc, char **argv, run_opts_t *o) {
           return usage_error("--grace: '%s' is not a number of seconds > 0",
                              optarg);
         break;
+      case OPT_DRAIN:
+        if (parse_seconds0(optarg, &o->drain_s) != 0)
+          return usage_error("--drain: '%s' is not a number of seconds >= 0",
+                             optarg);
+        break;
       case 'h': fputs(usage_text, stdout); return 0;
       case ':':
         return usage_error("option '%s' needs a value",
@@ -184,6 +206,7 @@ int main(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   o.master_addr = "127.0.0.1";
   o.grace_s = 5.0;
+  o.drain_s = 2.0;
   o.bind = 1;
   rc = parse_args(argc, argv, &o);
   if (rc >= 0) return rc;
