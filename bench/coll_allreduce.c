@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* coll_allreduce.c: libcoll in the peers' own timing loop (bench_common.h
- * of the peer drivers: in-place f32 SUM allreduce, the same sizes,
- * calibration, verification and output), so one table compares libcoll
- * with Open MPI and Gloo measured the same way. Built and run by
- * vs-peers.sh; the comm comes from the environment (coll-run sets it). */
+/* coll_allreduce.c: libcoll in bench/'s timing loop (bench_loop.h: in-place
+ * f32 SUM allreduce, the same sizes, calibration, verification and output
+ * as the Open MPI and Gloo drivers), so one table compares them measured
+ * the same way. Built and run by vs-peers.sh and multihost.sh; the comm
+ * comes from the environment (coll-run sets it).
+ *
+ *   coll-run -n N coll_allreduce [name]      (rank 0 prints the table) */
 #include <stdio.h>
 
-#include "bench_common.h"
+#include "bench_loop.h"
 #include "coll.h"
 
 static void ar_coll(float *buf, size_t count, void *ctx) {
@@ -28,8 +30,8 @@ int main(int argc, char **argv) {
             coll_last_error());
     return 1;
   }
-  rc = bench_run(argc > 1 ? argv[1] : "coll", coll_comm_rank(c),
-                 coll_comm_size(c), ar_coll, c);
+  rc = bench_loop_run(argc > 1 ? argv[1] : "coll", coll_comm_rank(c),
+                      coll_comm_size(c), ar_coll, c);
   coll_comm_destroy(c);
   return rc;
 }

@@ -3,10 +3,10 @@
 # multihost.sh: allreduce across hosts on one machine. Each host is a
 # network namespace with one interface (coll0) on a bridge; both ends of
 # every link are shaped with tbf to RATE_MBIT, so a host sends and receives
-# at most the link rate. Each layout HxM runs M ranks in each of H hosts:
-# coll-perf --peer-protocol (the peer drivers' loop and table) for each
-# libcoll variant, and Open MPI's allreduce driver from the peers when
-# mpirun is there; then one table of busbw against the link rate.
+# at most the link rate. Each layout HxM runs M ranks in each of H hosts,
+# every library in bench/'s timing loop (bench_loop.h): libcoll's driver
+# (bench/coll_allreduce.c) for each libcoll variant and Open MPI's
+# (bench/mpi_allreduce.c); then one table of busbw against the link rate.
 #
 #   bench/multihost.sh [HxM ...]        (default: 4x1 2x2)
 #
@@ -17,7 +17,7 @@
 #             runs libcoll with that variable; coll:COLL_ALGO=ring is the flat
 #             host-ordered ring, auto picks the two-level allreduce when every
 #             host holds several ranks
-# CC          TCP congestion control inside every host (default: what the
+# TCP_CC      TCP congestion control inside every host (default: what the
 #             machine has; e.g. cubic or bbr, from
 #             net.ipv4.tcp_available_congestion_control). It matters for
 #             long transfers over tbf: see docs/performance.md, across hosts.
@@ -26,12 +26,13 @@
 # REPS        runs of each variant (default 1; medians when more)
 # BENCH_SECONDS  timed loop per size (default 0.5)
 # BUILD       libcoll's build folder (default: build)
-# PEERS_DIR   the peer drivers (default ../shared/bench/peers beside this
-#             checkout), for mpi
 # OUT         keep each run's table there (<layout>.<variant>.r<rep>.txt, the
 #             variant with anything but [A-Za-z0-9_.=:-] as _)
 #
 # Needs root and iproute2 (ip netns, tc); refuses clearly without them.
+# Open MPI needs openmpi-bin and libopenmpi-dev (mpirun, mpicc); without
+# them the mpi variant's cells read "skipped" with the reason, and the exit
+# code is 3; a run that fails reads "failed" and makes it 1.
 # Every namespace is removed afterwards, also after a failure or Ctrl-C.
 # Open MPI (mpi) runs one daemon per host, started by an rsh stand-in that
 # enters the host's namespace, so it sees one node per host as on separate
@@ -42,12 +43,11 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
-peers=${PEERS_DIR:-$root/../shared/bench/peers}
 rate=${RATE_MBIT:-1000}
 order=${ORDER:-block}
 reps=${REPS:-1}
 variants=${VARIANTS:-coll coll:COLL_ALGO=ring mpi}
-cc=${CC:-}
+tcp_cc=${TCP_CC:-}
 layouts=${*:-4x1 2x2}
 export BENCH_SECONDS=${BENCH_SECONDS:-0.5}
 
@@ -59,16 +59,16 @@ die() {
 [ "$(id -u)" = 0 ] || die "network namespaces need root (run it as root, or in a container with CAP_NET_ADMIN and CAP_SYS_ADMIN)"
 command -v ip >/dev/null 2>&1 || die "iproute2's ip is not installed (apt-get install iproute2)"
 command -v tc >/dev/null 2>&1 || die "iproute2's tc is not installed (apt-get install iproute2)"
-[ -x "$build/tools/coll-perf" ] || die "no $build/tools/coll-perf (build libcoll first, or set BUILD)"
+[ -e "$build/src/libcoll.so" ] || die "no $build/src/libcoll.so (build libcoll first, or set BUILD)"
 case $rate in '' | *[!0-9]*) die "RATE_MBIT='$rate' is not a number of Mbit/s" ;; esac
 case $order in block | interleave) ;; *) die "ORDER='$order' is neither block nor interleave" ;; esac
 for l in $layouts; do
   case $l in [1-9]*x[1-9]*) ;; *) die "layout '$l' is not HOSTSxRANKS (4x1, 2x2)" ;; esac
 done
-if [ -n "$cc" ]; then
+if [ -n "$tcp_cc" ]; then
   case " $(cat /proc/sys/net/ipv4/tcp_available_congestion_control) " in
-    *" $cc "*) ;;
-    *) die "CC='$cc' is not in net.ipv4.tcp_available_congestion_control ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" ;;
+    *" $tcp_cc "*) ;;
+    *) die "TCP_CC='$tcp_cc' is not in net.ipv4.tcp_available_congestion_control ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" ;;
   esac
 fi
 
@@ -79,6 +79,10 @@ pids=""
 work=$(mktemp -d "${TMPDIR:-/tmp}/multihost.XXXXXX") || die "mktemp failed"
 out=${OUT:-$work/runs}
 mkdir -p "$out"
+# libcoll's driver, in bench/'s timing loop like Open MPI's.
+"${CC:-cc}" -O2 -I"$root/bench" -I"$root/include" -o "$work/coll_allreduce" \
+  "$root/bench/coll_allreduce.c" -L"$build/src" -lcoll -Wl,-rpath,"$build/src" ||
+  die "cannot build bench/coll_allreduce.c"
 
 cleanup() {
   for p in $pids; do kill -9 "$p" 2>/dev/null; done
@@ -124,10 +128,10 @@ hosts() { # n
       ip -n "$n" addr add "10.78.0.$((i + 1))/24" dev coll0 ||
       die "cannot set up host $i"
     shape "$n" coll0 && shape "$hub" "${tag}p$i" || die "tc tbf failed on host $i's link"
-    # A namespace starts with the machine's congestion control; CC sets
+    # A namespace starts with the machine's congestion control; TCP_CC sets
     # this host's alone.
-    [ -z "$cc" ] || ip netns exec "$n" sysctl -qw net.ipv4.tcp_congestion_control="$cc" ||
-      die "cannot set the congestion control of host $i to $cc"
+    [ -z "$tcp_cc" ] || ip netns exec "$n" sysctl -qw net.ipv4.tcp_congestion_control="$tcp_cc" ||
+      die "cannot set the congestion control of host $i to $tcp_cc"
   done
 }
 
@@ -154,7 +158,7 @@ run_coll() { # H M variant logfile
     ip netns exec "$tag-$h" env RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 \
       MASTER_ADDR=10.78.0.1 MASTER_PORT=$port COLL_SOCKET_IFNAME=coll0 \
       COLL_TIMEOUT_MS=120000 "${assigns[@]}" \
-      timeout 900 "$build/tools/coll-perf" --peer-protocol \
+      timeout 900 "$work/coll_allreduce" "$v" \
       >"$work/rank$r.out" 2>"$work/rank$r.err" &
     pids="$pids $!"
     r=$((r + 1))
@@ -166,16 +170,19 @@ run_coll() { # H M variant logfile
   [ $ok = 0 ] || { tail -n 3 "$work"/rank*.err >&2; return 1; }
 }
 
-mpi_ready=0
+mpi_ready=0 mpi_skip=""
 mpi_prepare() {
   [ $mpi_ready = 0 ] || return 0
   mpi_ready=2
-  command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 ||
-    { echo "multihost: no mpirun/mpicc: mpi skipped" >&2; return 1; }
-  [ -f "$peers/mpi_allreduce.c" ] ||
-    { echo "multihost: no $peers/mpi_allreduce.c (set PEERS_DIR): mpi skipped" >&2; return 1; }
-  mpicc -O3 -o "$work/mpi_allreduce" "$peers/mpi_allreduce.c" ||
-    { echo "multihost: mpicc failed: mpi skipped" >&2; return 1; }
+  if ! command -v mpirun >/dev/null 2>&1; then
+    mpi_skip="no mpirun (Debian: apt-get install openmpi-bin)"
+    return 1
+  fi
+  if ! command -v mpicc >/dev/null 2>&1 ||
+    ! mpicc -O3 -I"$root/bench" -o "$work/mpi_allreduce" "$root/bench/mpi_allreduce.c" 2>"$work/mpicc.err"; then
+    mpi_skip="no working mpicc (Debian: apt-get install libopenmpi-dev) $(head -c 200 "$work/mpicc.err" 2>/dev/null)"
+    return 1
+  fi
   # mpirun stays here and reaches its daemons over an unshaped link of
   # this namespace to the bridge (10.78.0.254); each host's daemon is
   # started inside the host by an rsh stand-in (ip netns exec), so Open MPI
@@ -184,7 +191,7 @@ mpi_prepare() {
     ip link set "${tag}q" netns "$hub" &&
     ip -n "$hub" link set "${tag}q" master br0 up &&
     ip addr add 10.78.0.254/24 dev "${tag}r" && ip link set "${tag}r" up ||
-    { echo "multihost: cannot link this namespace to the bridge: mpi skipped" >&2; return 1; }
+    { mpi_skip="cannot link this namespace to the bridge"; return 1; }
   cat >"$work/netns_rsh" <<EOF
 #!/bin/sh
 # rsh stand-in: "netns_rsh [options] 10.78.0.K command..." runs the command
@@ -219,7 +226,7 @@ run_mpi() { # H M logfile
   # have their own cores; mpi_yield_when_idle gives Open MPI here what it
   # would have there.
   timeout 900 mpirun --allow-run-as-root --oversubscribe -np $(($1 * $2)) \
-    --hostfile "$work/hostfile" --map-by $map -x BENCH_SECONDS \
+    --hostfile "$work/hostfile" --map-by $map -x BENCH_SECONDS -x BENCH_SIZES="${BENCH_SIZES:-}" \
     --mca plm_rsh_agent "$work/netns_rsh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include 10.78.0.0/24 --mca pml ob1 \
     --mca mpi_yield_when_idle 1 \
@@ -231,24 +238,38 @@ run_mpi() { # H M logfile
 # A variant's file name: its text with anything but [A-Za-z0-9_.=:-] as _
 # (a setting may hold a path).
 fname() { printf '%s' "$1" | tr -c 'A-Za-z0-9_.=:-' '_'; }
+for v in $variants; do
+  case $v in mpi | coll | coll:*) ;; *) die "unknown variant '$v' (coll, coll:NAME=VALUE, mpi)" ;; esac
+done
+total=$(($(echo $layouts | wc -w) * reps * $(echo $variants | wc -w)))
+step=0 start=$(date +%s) failed=0
 for l in $layouts; do
   H=${l%x*} M=${l#*x}
   hosts "$H"
   for rep in $(seq "$reps"); do
     for v in $variants; do
+      step=$((step + 1))
       log=$out/$l.$(fname "$v").r$rep.txt
-      echo ">> $l ($order) rep $rep $v" >&2
+      echo "[$step/$total] $l ($order) rep $rep $v ($(($(date +%s) - start)) s so far)" >&2
       case $v in
-        mpi) run_mpi "$H" "$M" "$log" || echo "   mpi failed or skipped" >&2 ;;
-        coll | coll:*) run_coll "$H" "$M" "$v" "$log" || echo "   failed" >&2 ;;
-        *) die "unknown variant '$v' (coll, coll:NAME=VALUE, mpi)" ;;
+        mpi)
+          run_mpi "$H" "$M" "$log"
+          rc=$?
+          if [ $rc = 2 ]; then
+            echo "   skipped: $mpi_skip" >&2
+          elif [ $rc != 0 ]; then
+            echo "   failed" >&2
+            failed=1
+            rm -f "$log"
+          fi ;;
+        *) run_coll "$H" "$M" "$v" "$log" || { echo "   failed" >&2; failed=1; rm -f "$log"; } ;;
       esac
     done
   done
 done
 
 med() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else printf "%.4g", (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-col() { cat "$out/$1.$(fname "$2")".r*.txt 2>/dev/null | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
+col() { { cat "$out/$1.$(fname "$2")".r*.txt 2>/dev/null || true; } | awk -v s="$3" -v f="$4" '$1 == s && !/VERIFY/ {print $f}' | med; }
 link=$(awk -v r="$rate" 'BEGIN {printf "%.4g", r / 8000}')
 echo "date: $(date -u +%FT%TZ)  nproc: $(nproc)  link: $rate Mbit/s = $link GB/s  order: $order  reps: $reps  BENCH_SECONDS: $BENCH_SECONDS  congestion control: $(ip netns exec "$tag-0" cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?')"
 for l in $layouts; do
@@ -256,12 +277,13 @@ for l in $layouts; do
   echo "### $l: busbw GB/s (x link rate); 4 KiB: time us"
   printf "| bytes |"; for v in $variants; do printf " %s |" "$v"; done; echo
   printf "|---|"; for v in $variants; do printf -- "---|"; done; echo
-  for s in 4096 65536 1048576 16777216 67108864; do
+  for s in $(echo "${BENCH_SIZES:-4096,65536,1048576,16777216,67108864}" | tr , " "); do
     printf "| %s |" $s
     for v in $variants; do
       b=$(col "$l" "$v" $s 4)
       t=$(col "$l" "$v" $s 2)
-      if [ "$b" = n/a ]; then printf " n/a |"
+      if [ "$v" = mpi ] && [ -n "$mpi_skip" ]; then printf " skipped |"
+      elif [ "$b" = n/a ]; then printf " failed |"
       elif [ $s = 4096 ]; then printf " %s us |" "$t"
       else printf " %s (%sx) |" "$b" "$(awk -v b="$b" -v k="$link" 'BEGIN {printf "%.2f", b / k}')"
       fi
@@ -269,8 +291,15 @@ for l in $layouts; do
     echo
   done
 done
+code=0
+[ "$failed" = 0 ] || { echo; echo "some runs failed (see above)"; code=1; }
 if grep -l VERIFY-FAILED "$out"/*.txt >/dev/null 2>&1; then
   echo "VERIFY FAILED in: $(grep -l VERIFY-FAILED "$out"/*.txt | xargs -n1 basename)"
-  exit 1
+  code=1
 fi
-exit 0
+if [ -n "$mpi_skip" ]; then
+  echo
+  echo "skipped (mpi): $mpi_skip"
+  [ $code != 0 ] || code=3
+fi
+exit $code

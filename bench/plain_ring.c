@@ -4,8 +4,8 @@
  * with nothing around it: one connection to each neighbour, nonblocking
  * sockets and poll, each step's send and receive in flight together and
  * every received segment reduced as it lands. No library, no framing, no
- * checks beyond the peers' verification. Run in the peers' own timing loop
- * (bench_common.h), so vs-peers.sh puts it beside libcoll and Open MPI
+ * checks beyond the loop's verification. Run in bench/'s timing loop
+ * (bench_loop.h), so vs-peers.sh puts it beside libcoll and Open MPI
  * in one table: what libcoll's TCP path leaves on the table, if anything,
  * is the gap to this column.
  *
@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench_common.h"
+#include "bench_loop.h"
 
 typedef struct ring {
   int rank, n;
@@ -139,7 +139,8 @@ int main(int argc, char **argv) {
   setsockopt(R.to, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   R.tmp = malloc((64u << 20) / (size_t)n + 64);
   if (R.tmp == NULL) die("malloc");
-  rc = bench_run(argc > 2 ? argv[2] : "plain_ring", R.rank, n, ar_ring, &R);
+  rc =
+      bench_loop_run(argc > 2 ? argv[2] : "plain_ring", R.rank, n, ar_ring, &R);
   close(R.to);
   close(R.from);
   if (R.rank == 0)

@@ -9,9 +9,9 @@ Each INPUT is one of (the format is told from the content):
   - the output of `coll-perf --json` (as coll-run prints it too, with its
     "[rank] " prefixes); the in-place busbw is drawn (--variant
     out_of_place for the other column);
-  - a peer table of ../shared/bench/peers (`<peer>.n<N>.r<rep>.txt`:
-    "# peer=NAME n=N ..." then rows of bytes, time_us, algbw_GBps,
-    busbw_GBps), or a results folder of them: the runs of one peer and rank
+  - a table of bench/'s drivers, as bench/vs-peers.sh keeps them in OUT
+    (`<variant>.n<N>.r<rep>.txt`: "# peer=NAME n=N ..." then rows of bytes,
+    time_us, algbw_GBps, busbw_GBps), or that folder: the runs of one peer and rank
     count are merged, the median busbw per size drawn (--peers and --ranks
     choose which);
   - a CSV with a header naming the columns `bytes` and `busbw_gbps` (and an

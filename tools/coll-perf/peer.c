@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* peer.c: --peer-protocol: the measurement the peer drivers make
- * (../shared/bench/peers, bench_common.h), run through coll-perf so that
- * one table compares libcoll with Open MPI and Gloo. The same sizes (4 KiB,
+/* peer.c: --peer-protocol: the measurement bench/'s drivers make
+ * (bench/bench_loop.h), run through coll-perf (also on ranks as threads) so
+ * that its rows sit beside Open MPI's and Gloo's. The same sizes (4 KiB,
  * 64 KiB, 1 MiB, 16 MiB, 64 MiB; -b/-e, when given, keep those between),
  * in-place f32 SUM allreduce on a zeroed buffer, and per size:
  *
@@ -13,7 +13,7 @@
  *   4. one allreduce of rank r's (r+1)*(i%13+1), checked exactly on every
  *      rank, and whether any rank saw a wrong element;
  *
- * and rank 0 prints "bytes time_us algbw_GBps busbw_GBps" in the peers'
+ * and rank 0 prints "bytes time_us algbw_GBps busbw_GBps" in the drivers'
  * columns (busbw = algbw * 2(n-1)/n, GB = 1e9 bytes), VERIFY-FAILED on a
  * row where a rank saw a wrong element. */
 #include <stdio.h>
