@@ -32,7 +32,9 @@ step_ms() { # backend nproc: the mean step time ddp_train.py reports
 
 printf '%-6s %12s %12s %12s\n' ranks "coll ms" "gloo ms" "gloo/coll"
 for n in 2 4; do
+  echo "bench-ddp: $n ranks, coll ($SECONDS s so far)" >&2
   coll=$(step_ms coll "$n" "$@")
+  echo "bench-ddp: $n ranks, gloo ($SECONDS s so far)" >&2
   gloo=$(step_ms gloo "$n" "$@")
   if [ -z "$coll" ] || [ -z "$gloo" ]; then
     echo "bench-ddp: a run at $n ranks reported no step time" >&2

@@ -36,7 +36,20 @@ rank_pid() {
   return 1
 }
 
+# A progress line on stderr every 10 s or so, so a long run shows it lives.
+start=$(date +%s) last=$start
+progress() { # trial
+  local now
+  now=$(date +%s)
+  if [ $((now - last)) -ge 10 ] || [ "$1" -eq "$trials" ]; then
+    last=$now
+    echo "shrink-trials: $1 of $trials trials done, $good correct," \
+      "$((now - start)) s so far" >&2
+  fi
+}
+
 good=0
+echo "shrink-trials: $trials trials of kill -9 at $world ranks" >&2
 for ((t = 1; t <= trials; t++)); do
   log=$out/trial.$t
   : >"$log"
@@ -64,6 +77,7 @@ for ((t = 1; t <= trials; t++)); do
     echo "trial $t: victim rank $victim, coll-run exit $rc, $matches matches:"
     grep -v ' COLL WARN ' "$log" | tail -20
   fi
+  progress "$t"
 done
 echo "shrink: $good of $trials trials of kill -9 of a random rank mid-training" \
   "at $world ranks: the survivors agreed, continued and matched the reference"
