@@ -99,6 +99,23 @@ static coll_status_t host_publish(const coll_store_ops_t *ops, int rank,
 
 static const char *mode_name(int tcp) { return tcp ? "tcp" : "auto or shm"; }
 
+/* Without a token a comm across hosts takes any peer that reaches a
+ * rank's listener and names a rank: every rank says so. */
+static void warn_open(int rank, int world, const int *host_of) {
+  const char *token = coll__env(COLL_ENV_AUTH_TOKEN);
+  int r, hosts = 0;
+  if (token != NULL && token[0] != '\0') return;
+  for (r = 0; r < world; r++)
+    if (host_of[r] + 1 > hosts) hosts = host_of[r] + 1;
+  if (hosts < 2) return;
+  COLL_WARN(COLL_LOG_BOOT,
+            "rank %d: the %d ranks of this comm span %d hosts and run "
+            "without COLL_AUTH_TOKEN: anyone who reaches a rank's listener "
+            "can connect as a rank; give every rank the same secret "
+            "COLL_AUTH_TOKEN",
+            rank, world, hosts);
+}
+
 /* Every rank published its host before its address, and the mesh is
  * connected: the keys are there, so the waits are short. host_of gets
  * world entries. The ranks must agree whether COLL_TRANSPORT is tcp: it
@@ -191,6 +208,7 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
   s = coll__tcp_transport_create(&o, &rdv, out);
   if (s != COLL_OK) coll__transport_host_skip(ops, rank);
   if (s == COLL_OK) s = hosts_read(ops, world, deadline_ms, host_of);
+  if (s == COLL_OK) warn_open(rank, world, host_of);
   if (s == COLL_OK && mode != COLL_TRANSPORT_TCP)
     s = add_host_endpoint(ops, rank, world, host_of, job, deadline_ms, &h);
   /* The CPU comm orders its ring by host (algo/topo.h); this host's ranks

@@ -8,6 +8,7 @@
  * Through a caller's store (coll_comm_init_store) there is no rank 0 to
  * judge: every rank reads every record and reaches the same verdict. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@
  * every record instead, and reaches the verdict itself. */
 #define COMPAT_GET_MS 0
 #define COMPAT_GROUPS_SHOWN 4
+/* Ends a record: the world size its rank was given. */
+#define COMPAT_WORLD " world="
 
 coll_rdv_test_hooks_t coll__rdv_test_hooks = COLL_RDV_TEST_HOOKS_OFF;
 
@@ -174,27 +177,104 @@ static coll_status_t read_record(const coll_setup_t *su, int q, int wait,
 }
 
 coll_status_t coll__setup_compat_publish(const coll_setup_t *su) {
-  char key[COLL_KV_KEY_MAX], compat[256];
+  char key[COLL_KV_KEY_MAX], compat[COMPAT_TEXT_MAX - 20];
+  char record[COMPAT_TEXT_MAX];
   snprintf(key, sizeof key, "%scompat/%d", su->prefix, su->rank);
   coll__rdv_compat_text(su->rank, compat, sizeof compat);
-  return coll__kv_set(su->ops, key, compat, strlen(compat));
+  /* The world size rides along: ranks that disagree on it can never meet,
+   * and the check below names them (it is not part of the text compared
+   * as a whole, so the message can say what differs). */
+  snprintf(record, sizeof record, "%s" COMPAT_WORLD "%d", compat, su->world);
+  return coll__kv_set(su->ops, key, record, strlen(record));
+}
+
+/* Splits " world=<n>" off a record: returns n, or -1 for a record without
+ * it (an older build). */
+static int record_world(char *text) {
+  char *w = strstr(text, COMPAT_WORLD), *end = NULL;
+  long n;
+  if (w == NULL) return -1;
+  n = strtol(w + strlen(COMPAT_WORLD), &end, 10);
+  *w = '\0';
+  return end != NULL && *end == '\0' && n > 0 && n <= INT_MAX ? (int)n : -1;
+}
+
+/* COLL_ERR_INVALID_ARG naming the ranks q (of ranks[0..n)) whose world
+ * worlds[k] is known and differs from this rank's, or COLL_OK. */
+static coll_status_t worlds_agree(const coll_setup_t *su, const int *ranks,
+                                  const int *worlds, int n) {
+  char msg[COLL_ERRMSG_MAX / 2];
+  size_t used = 0;
+  int k, bad = 0;
+  msg[0] = '\0';
+  for (k = 0; k < n; k++) {
+    if (worlds[k] < 0 || worlds[k] == su->world) continue;
+    if (bad < COMPAT_GROUPS_SHOWN && used < sizeof msg)
+      used +=
+          (size_t)snprintf(msg + used, sizeof msg - used, "%srank %d has %d",
+                           bad ? ", " : "", ranks[k], worlds[k]);
+    bad++;
+  }
+  if (bad == 0) return COLL_OK;
+  if (bad > COMPAT_GROUPS_SHOWN && used < sizeof msg)
+    snprintf(msg + used, sizeof msg - used, " and %d more",
+             bad - COMPAT_GROUPS_SHOWN);
+  return coll__err(COLL_ERR_INVALID_ARG,
+                   "%s: ranks disagree on the world size (WORLD_SIZE, or the "
+                   "world given at init): %s, rank %d has %d; give every "
+                   "rank the same",
+                   su->where, msg, su->rank, su->world);
+}
+
+coll_status_t coll__setup_worlds_check(const coll_setup_t *su, const int *ranks,
+                                       int n) {
+  char text[COMPAT_TEXT_MAX];
+  int *worlds = malloc((size_t)(n > 0 ? n : 1) * sizeof *worlds), k;
+  coll_status_t s = COLL_OK;
+  if (worlds == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "setup: out of memory");
+  for (k = 0; k < n && s == COLL_OK; k++) {
+    s = read_record(su, ranks[k], 0, text);
+    worlds[k] = record_world(text);
+  }
+  if (s == COLL_OK) s = worlds_agree(su, ranks, worlds, n);
+  free(worlds);
+  return s;
+}
+
+int coll__setup_world_of(const coll_setup_t *su, int q) {
+  char text[COMPAT_TEXT_MAX], why[COLL_ERRMSG_MAX];
+  int w = -1;
+  coll__err_save(why);
+  if (read_record(su, q, 0, text) == COLL_OK) w = record_world(text);
+  coll__err_restore(why);
+  return w;
 }
 
 coll_status_t coll__setup_compat_check(const coll_setup_t *su, int wait) {
   char(*texts)[COMPAT_TEXT_MAX] = calloc((size_t)su->world, sizeof *texts);
   int *group = malloc((size_t)su->world * sizeof *group), q, ngroups;
+  int *ranks = malloc((size_t)su->world * sizeof *ranks);
   coll_status_t s = COLL_OK;
-  if (texts == NULL || group == NULL) {
+  if (texts == NULL || group == NULL || ranks == NULL) {
     s = coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
     goto out;
   }
   for (q = 0; q < su->world && s == COLL_OK; q++)
     s = read_record(su, q, wait, texts[q]);
   if (s != COLL_OK) goto out;
+  /* group[] holds each rank's world first, then its group. */
+  for (q = 0; q < su->world; q++) {
+    group[q] = record_world(texts[q]);
+    ranks[q] = q;
+  }
+  s = worlds_agree(su, ranks, group, su->world);
+  if (s != COLL_OK) goto out;
   ngroups = group_ranks(texts, su->world, group);
   if (ngroups > 1) s = mismatch(su, texts, group, ngroups);
 out:
   free(texts);
   free(group);
+  free(ranks);
   return s;
 }

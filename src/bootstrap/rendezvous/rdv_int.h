@@ -8,6 +8,7 @@
 
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "bootstrap/rendezvous/setup_check.h"
+#include "core/setup_warn.h"
 
 /* A rank that waits for another rank's word allows it this much longer
  * than its own timeout, so the rank whose deadline falls a little later
@@ -33,6 +34,8 @@ struct coll_rdv {
   char where[COLL_ADDR_TEXT_MAX + 48];
   char at[COLL_ADDR_TEXT_MAX + 64]; /* "rendezvous at <where>" */
   coll_store_ops_t ops;             /* store, as setup_check.h wants it */
+  int authed;                       /* the ranks share a token */
+  coll_setup_warn_t warn;           /* when a wait says so next */
 };
 
 /* Keys "<prefix>/0" .. "<prefix>/<world-1>" in one allocation (free() it);
@@ -42,5 +45,38 @@ const char **coll__rdv_rank_keys(const char *prefix, int world);
 /* The shared setup checks (setup_check.h) over this rendezvous's store:
  * keys without a prefix, the store's failures named as rank 0's. */
 void coll__rdv_setup(coll_rdv_t *r, coll_setup_t *out);
+
+/* rdv_wait.c: the waits, and what a rank says during them. */
+
+/* Connects r->store to the store at cfg's address, retrying until the
+ * deadline and logging a WARN at each warning time with the reason the
+ * store cannot be reached. For ranks other than 0 a timeout says rank 0
+ * is missing. */
+coll_status_t coll__rdv_connect(coll_rdv_t *r, const coll_rdv_cfg_t *cfg);
+/* The ranks whose "<prefix>/<r>" key is missing, asked without waiting:
+ * missing[0..*n) (world entries), increasing. */
+coll_status_t coll__rdv_missing(coll_rdv_t *r, const char *prefix, int *missing,
+                                int *n);
+/* "ranks 2, 3 (the store refused a client at A that said it was rank 3:
+ * why)" into out: the missing ranks, and what the store noted of clients
+ * that said they were one of them (COLL_STORE_REFUSED_KEY). Returns how
+ * many have such a note. Keeps this thread's error text. */
+int coll__rdv_describe(coll_rdv_t *r, const int *missing, int n, char *out,
+                       size_t cap);
+/* Rank 0: waits until every rank joined (COLL_OK), the deadline
+ * (COLL_ERR_TIMEOUT), or a rank given another world size joined
+ * (COLL_ERR_INVALID_ARG naming it); WARNs at each warning time. */
+coll_status_t coll__rdv_wait_joined(coll_rdv_t *r);
+/* Ranks other than 0: reads rank 0's verdict into v (at most cap bytes,
+ * *len its length), waiting until the deadline and COLL_RDV_GRACE_MS;
+ * WARNs at each warning time. */
+coll_status_t coll__rdv_wait_verdict(coll_rdv_t *r, char *v, size_t cap,
+                                     size_t *len);
+/* The number of hosts among every rank's "host/<r>" (all there once every
+ * rank joined). Keeps this thread's error text. */
+int coll__rdv_count_hosts(coll_rdv_t *r);
+/* Without a token, ranks on `hosts` > 1 hosts: WARNs what anyone who
+ * reaches the store or a listener can do. */
+void coll__rdv_warn_open(const coll_rdv_t *r, int hosts);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/rendezvous/host_id.h"
 #include "bootstrap/rendezvous/rdv_int.h"
 #include "bootstrap/store/store_ext.h"
 #include "core/clock.h"
@@ -55,31 +56,30 @@ const char **coll__rdv_rank_keys(const char *prefix, int world) {
 }
 
 /* Records COLL_ERR_TIMEOUT naming the ranks whose "<prefix>/<r>" key is
- * still missing, or `otherwise` when none is. */
+ * still missing, or `otherwise` when none is. Where the store refused a
+ * client that said it was a missing rank (its token differs, say), the
+ * text says so and the status is COLL_ERR_PROTOCOL: the one that refused
+ * rank got too. */
 static coll_status_t name_missing(coll_rdv_t *r, const char *prefix,
                                   const char *verb, const char *otherwise) {
-  const char **keys = coll__rdv_rank_keys(prefix, r->world);
   int *missing = malloc((size_t)r->world * sizeof *missing), n = 0;
-  char ranks[300];
+  char ranks[COLL_ERRMSG_MAX];
   coll_status_t s;
-  if (keys == NULL || missing == NULL) {
-    s = coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
-    goto out;
-  }
-  s = coll__store_missing(r->store, keys, r->world, missing, &n);
+  if (missing == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "rendezvous: out of memory");
+  s = coll__rdv_missing(r, prefix, missing, &n);
   if (s != COLL_OK) goto out;
   if (n == 0) {
     s = coll__err(COLL_ERR_TIMEOUT, "rendezvous at %s: %s", r->where,
                   otherwise);
     goto out;
   }
-  coll__format_ranks(ranks, sizeof ranks, missing, n);
-  s = coll__err(COLL_ERR_TIMEOUT,
-                "rendezvous at %s: %d of %d ranks %s within %lld ms: rank%s %s",
-                r->where, n, r->world, verb, (long long)r->timeout_ms,
-                n > 1 ? "s" : "", ranks);
+  s = coll__rdv_describe(r, missing, n, ranks, sizeof ranks) > 0
+          ? COLL_ERR_PROTOCOL
+          : COLL_ERR_TIMEOUT;
+  s = coll__err(s, "rendezvous at %s: %d of %d ranks %s within %lld ms: %s",
+                r->where, n, r->world, verb, (long long)r->timeout_ms, ranks);
 out:
-  free(keys);
   free(missing);
   return s;
 }
@@ -118,23 +118,28 @@ static void linger(coll_rdv_t *r, const char *const *joined) {
   free(missing);
 }
 
-/* Rank 0: waits for every rank, then tells them all the outcome. */
+/* Rank 0: waits for every rank, then tells them all the outcome: "ok
+ * <world> <hosts>" (hosts counted only without a token, else 0), or
+ * "FAIL <status> <reason>". */
 static coll_status_t judge(coll_rdv_t *r) {
   const char **keys = coll__rdv_rank_keys("joined", r->world);
   char verdict[COLL_ERRMSG_MAX + 8], reason[COLL_ERRMSG_MAX];
   coll_status_t s;
   if (keys == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "rendezvous: no memory");
-  s = coll__store_wait(r->store, keys, r->world,
-                       coll__remaining_ms(r->deadline_ms));
+  s = coll__rdv_wait_joined(r);
   if (s == COLL_OK) {
     coll_setup_t su;
     coll__rdv_setup(r, &su);
     s = coll__setup_compat_check(&su, 0);
   }
   if (s == COLL_OK) {
+    int hosts = r->authed ? 0 : coll__rdv_count_hosts(r);
     free(keys);
-    return coll__store_set(r->store, "verdict", "ok", 2);
+    snprintf(verdict, sizeof verdict, "ok %d %d", r->world, hosts);
+    s = coll__store_set(r->store, "verdict", verdict, strlen(verdict));
+    if (s == COLL_OK) coll__rdv_warn_open(r, hosts);
+    return s;
   }
   if (s == COLL_ERR_TIMEOUT)
     s = name_missing(r, "joined", "did not join",
@@ -153,12 +158,10 @@ static coll_status_t judge(coll_rdv_t *r) {
 /* Ranks other than 0: wait for rank 0's verdict. */
 static coll_status_t hear_verdict(coll_rdv_t *r) {
   char v[COLL_ERRMSG_MAX + 8], key[RDV_KEY_MAX];
-  int64_t left = coll__remaining_ms(r->deadline_ms);
   size_t len = 0;
-  int code = 0, off = 0;
+  int code = 0, off = 0, world = 0, hosts = 0;
   coll_status_t s;
-  s = coll__store_get(r->store, "verdict", v, sizeof v - 1, &len,
-                      left < 0 ? -1 : left + COLL_RDV_GRACE_MS);
+  s = coll__rdv_wait_verdict(r, v, sizeof v - 1, &len);
   /* The store answered that the verdict is not there: ask it who is
    * missing. Without an answer the store itself is lost. */
   if (s == COLL_ERR_TIMEOUT && coll__store_usable(r->store))
@@ -169,7 +172,18 @@ static coll_status_t hear_verdict(coll_rdv_t *r) {
     return s;
   }
   v[len] = '\0';
-  if (strcmp(v, "ok") == 0) return COLL_OK;
+  if (sscanf(v, "ok %d %d", &world, &hosts) == 2) {
+    /* A rank beyond rank 0's world is not waited for by anyone: it alone
+     * learns here that it was given another world size. */
+    if (world != r->world)
+      return coll__err(COLL_ERR_INVALID_ARG,
+                       "rendezvous at %s: rank 0 was given a world of %d "
+                       "ranks, this rank (%d) a world of %d (WORLD_SIZE); "
+                       "give every rank the same",
+                       r->where, world, r->rank, r->world);
+    coll__rdv_warn_open(r, hosts);
+    return COLL_OK;
+  }
   snprintf(key, sizeof key, "ack/%d", r->rank);
   (void)coll__store_set(r->store, key, "1", 1);
   /* "FAIL <status> <reason>": the status rank 0 failed with. */
@@ -191,8 +205,12 @@ static coll_status_t join(coll_rdv_t *r) {
   if (n != 1)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "rendezvous at %s: rank %d joined twice (two processes "
-                     "have RANK=%d)",
-                     r->where, r->rank, r->rank);
+                     "have RANK=%d%s)",
+                     r->where, r->rank, r->rank,
+                     r->authed ? ""
+                               : ", or a process from outside the job joined "
+                                 "as this rank: without COLL_AUTH_TOKEN anyone "
+                                 "who reaches the store can");
   s = r->rank == 0 ? judge(r) : hear_verdict(r);
   if (s == COLL_OK && coll__rdv_test_hooks.phase != NULL)
     coll__rdv_test_hooks.phase(r->rank, "joined");
@@ -214,16 +232,6 @@ static coll_status_t serve(coll_rdv_t *r, const coll_rdv_cfg_t *cfg) {
                    cfg->master_host, cfg->master_port, w);
 }
 
-static coll_status_t connect_store(coll_rdv_t *r, const coll_rdv_cfg_t *cfg) {
-  char why[COLL_ERRMSG_MAX];
-  coll_status_t s =
-      coll__store_connect(cfg->master_ip, cfg->master_port, cfg->token,
-                          coll__remaining_ms(cfg->deadline_ms), &r->store);
-  if (s != COLL_ERR_TIMEOUT || r->rank == 0) return s;
-  coll__err_save(why);
-  return coll__err(s, "rendezvous: rank 0 is missing: %s", why);
-}
-
 coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
   coll_rdv_t *r = calloc(1, sizeof *r);
   coll_status_t s;
@@ -238,19 +246,27 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
            strchr(cfg->master_ip, ':') ? "[%s]:%d" : "%s:%d", cfg->master_ip,
            cfg->master_port);
   snprintf(r->at, sizeof r->at, "rendezvous at %s", r->where);
+  r->authed = cfg->token != NULL && cfg->token[0] != '\0';
+  coll__setup_warn_init(&r->warn, coll__now_ms());
   if (r->rank == 0) COLL_CHECK_GOTO(serve(r, cfg), s, fail);
-  COLL_CHECK_GOTO(connect_store(r, cfg), s, fail);
+  COLL_CHECK_GOTO(coll__rdv_connect(r, cfg), s, fail);
   /* One end for the whole setup, not one timeout per request: a store
    * cut off halfway costs no rank more than its timeout and the end's
    * grace. */
   if (r->deadline_ms >= 0)
     coll__store_set_end(r->store, r->deadline_ms + COLL_RDV_END_MS);
-  if (cfg->host_info != NULL) {
-    char key[RDV_KEY_MAX];
+  {
+    /* Every rank says which host it is on, also where no transport is
+     * chosen from it (NCCL): rank 0 counts the hosts. */
+    char key[RDV_KEY_MAX], info[COLL_HOST_INFO_MAX];
+    const char *host = cfg->host_info;
+    if (host == NULL) {
+      coll__transport_host_info(COLL_TRANSPORT_AUTO, r->rank, info);
+      host = info;
+    }
     snprintf(key, sizeof key, "host/%d", r->rank);
-    COLL_CHECK_GOTO(
-        coll__store_set(r->store, key, cfg->host_info, strlen(cfg->host_info)),
-        s, fail);
+    COLL_CHECK_GOTO(coll__store_set(r->store, key, host, strlen(host)), s,
+                    fail);
   }
   COLL_CHECK_GOTO(join(r), s, fail);
   COLL_INFO(COLL_LOG_BOOT, "rendezvous at %s: all %d ranks joined", r->where,

@@ -34,8 +34,21 @@ void coll__rdv_compat_text(int rank, char *out, size_t cap);
 /* Sets "compat/<rank>" to this rank's text. */
 coll_status_t coll__setup_compat_publish(const coll_setup_t *su);
 
+/* Reads the records of ranks[0..n) without waiting (a missing one is not
+ * judged): COLL_ERR_INVALID_ARG naming those given another world size than
+ * this rank, else COLL_OK. The rendezvous asks while it waits for the
+ * others, so a rank started with another WORLD_SIZE ends the setup at
+ * once instead of at the timeout. */
+coll_status_t coll__setup_worlds_check(const coll_setup_t *su, const int *ranks,
+                                       int n);
+/* The world size in rank q's record, asked without waiting; -1 when the
+ * record is not there (or from a build without it). Keeps this thread's
+ * error text. */
+int coll__setup_world_of(const coll_setup_t *su, int q);
+
 /* Reads every rank's "compat/<r>" and compares them: COLL_OK when all are
- * the same, else COLL_ERR_PROTOCOL naming the ranks and what each runs.
+ * the same, COLL_ERR_INVALID_ARG naming the ranks whose world size differs,
+ * else COLL_ERR_PROTOCOL naming the ranks and what each runs.
  * wait 0: every record must be there already (a missing one reads as a
  * build without it); wait 1: waits for each until the deadline, and at the
  * deadline fails with COLL_ERR_TIMEOUT naming the ranks whose record is

@@ -43,11 +43,16 @@ void coll__store_caps_for(int world, coll_store_caps_t *out);
 /* Serves the store on bind_ip:port (port 0: ephemeral, read it back with
  * coll__store_server_port), with the caps of a job of `world` ranks. A
  * request past a cap is refused with a text that names it, and the
- * client's connection is closed. token NULL/"" = no token. One thread. */
+ * client's connection is closed. The job's ranks say which rank they are
+ * (coll__store_dial): a client that names no rank of the job, or one too
+ * many, is logged with its address. token NULL/"" = no token. One
+ * thread. */
 coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
                                            const char *token, int world,
                                            coll_store_server_t **out);
-/* The same for a job of COLL_STORE_WORLD_DEFAULT ranks. */
+/* The same with the caps of a job of COLL_STORE_WORLD_DEFAULT ranks, for
+ * clients that need not say which rank they are (tests, a caller's own
+ * use). */
 coll_status_t coll__store_server_start(const char *bind_ip, int port,
                                        const char *token,
                                        coll_store_server_t **out);

@@ -53,8 +53,8 @@ static coll_status_t check_reply_hdr(const coll_store_hdr_t *h,
 
 /* The HELLO exchange (see store_proto.h). A status other than COLL_OK and
  * COLL_ERR_PEER_LOST is final; PEER_LOST may be retried. */
-static coll_status_t handshake(int fd, const char *token, int64_t deadline_ms,
-                               const char *peer) {
+static coll_status_t handshake(int fd, const char *token, int rank,
+                               int64_t deadline_ms, const char *peer) {
   uint8_t b[COLL_STORE_HDR_BYTES], snonce[COLL_STORE_NONCE_BYTES];
   uint8_t cnonce[COLL_STORE_NONCE_BYTES], mac[COLL_SHA256_BYTES];
   uint8_t smac[COLL_SHA256_BYTES];
@@ -71,8 +71,10 @@ static coll_status_t handshake(int fd, const char *token, int64_t deadline_ms,
   COLL_CHECK(coll__io_recv(fd, snonce, sizeof snonce, deadline_ms, peer));
   COLL_CHECK(coll__random_bytes(cnonce, sizeof cnonce));
   coll__store_mac(token, "coll-store-client", snonce, cnonce, mac);
-  h = coll__store_hdr(COLL_STORE_OP_HELLO, 0, sizeof cnonce + sizeof mac,
-                      have ? COLL_STORE_FLAG_TOKEN : 0);
+  h = coll__store_hdr(
+      COLL_STORE_OP_HELLO, 0, sizeof cnonce + sizeof mac,
+      (have ? COLL_STORE_FLAG_TOKEN : 0) |
+          (rank >= 0 ? (int64_t)(rank + 1) << COLL_STORE_CLAIM_SHIFT : 0));
   coll__store_hdr_encode(b, &h);
   iov[0] = (struct iovec){b, sizeof b};
   iov[1] = (struct iovec){cnonce, sizeof cnonce};
@@ -101,8 +103,8 @@ static coll_status_t handshake(int fd, const char *token, int64_t deadline_ms,
 /* One pass over the resolved addresses. Returns COLL_OK with *fd set, a
  * final error, or COLL_ERR_TIMEOUT/PEER_LOST (try again) with *why set. */
 static coll_status_t try_once(const struct addrinfo *list, const char *token,
-                              int64_t deadline_ms, const char *peer, int *fd,
-                              char *why, size_t why_cap) {
+                              int rank, int64_t deadline_ms, const char *peer,
+                              int *fd, char *why, size_t why_cap) {
   const struct addrinfo *ai;
   for (ai = list; ai != NULL; ai = ai->ai_next) {
     int err = 0, s;
@@ -114,7 +116,7 @@ static coll_status_t try_once(const struct addrinfo *list, const char *token,
         snprintf(why, why_cap, "%s", strerror(err));
       continue;
     }
-    st = handshake(s, token, deadline_ms, peer);
+    st = handshake(s, token, rank, deadline_ms, peer);
     if (st == COLL_OK) {
       *fd = s;
       return COLL_OK;
@@ -143,21 +145,22 @@ static coll_status_t resolve(const char *host, int port,
   return COLL_OK;
 }
 
-coll_status_t coll__store_connect(const char *host, int port, const char *token,
-                                  int64_t timeout_ms, coll_store_t **out) {
-  int64_t deadline = coll__deadline(timeout_ms), backoff = 10;
+coll_status_t coll__store_dial(coll_store_dial_t *d, coll_store_t **out) {
+  int64_t deadline, backoff = 10, timeout_ms;
   struct addrinfo *list = NULL;
   coll_store_t *st = NULL;
   coll_status_t s;
-  char why[256] = "";
   int fd = -1;
-  if (out == NULL || host == NULL)
+  if (out == NULL || d == NULL || d->host == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "store connect: %s is NULL",
                      out == NULL ? "out" : "host");
   *out = NULL;
-  if (port < 1 || port > 65535)
+  d->why[0] = '\0';
+  timeout_ms = d->timeout_ms;
+  deadline = coll__deadline(timeout_ms);
+  if (d->port < 1 || d->port > 65535)
     return coll__err(COLL_ERR_INVALID_ARG,
-                     "store connect: port %d is outside 1..65535", port);
+                     "store connect: port %d is outside 1..65535", d->port);
   st = calloc(1, sizeof *st);
   if (st == NULL) return coll__err(COLL_ERR_NO_MEMORY, "store: out of memory");
   st->fd = -1;
@@ -169,18 +172,19 @@ coll_status_t coll__store_connect(const char *host, int port, const char *token,
                                      : (timeout_ms > COLL_STORE_REPLY_GRACE_MS
                                             ? timeout_ms
                                             : COLL_STORE_REPLY_GRACE_MS);
-  snprintf(st->peer, sizeof st->peer, strchr(host, ':') ? "[%s]:%d" : "%s:%d",
-           host, port);
-  COLL_CHECK_GOTO(resolve(host, port, &list), s, fail);
+  snprintf(st->peer, sizeof st->peer,
+           strchr(d->host, ':') ? "[%s]:%d" : "%s:%d", d->host, d->port);
+  COLL_CHECK_GOTO(resolve(d->host, d->port, &list), s, fail);
   for (;;) {
-    s = try_once(list, token, deadline, st->peer, &fd, why, sizeof why);
+    s = try_once(list, d->token, d->rank, deadline, st->peer, &fd, d->why,
+                 sizeof d->why);
     if (s == COLL_OK) break;
     if (s != COLL_ERR_TIMEOUT) goto fail;
     if (deadline >= 0 && coll__remaining_ms(deadline) == 0) {
       s = coll__err(COLL_ERR_TIMEOUT,
                     "could not reach the rendezvous store at %s within %lld "
                     "ms: %s",
-                    st->peer, (long long)timeout_ms, why);
+                    st->peer, (long long)timeout_ms, d->why);
       goto fail;
     }
     /* Rank 0 may not listen yet: back off and try again. */
@@ -203,6 +207,18 @@ fail:
   if (list != NULL) freeaddrinfo(list);
   free(st);
   return s;
+}
+
+coll_status_t coll__store_connect(const char *host, int port, const char *token,
+                                  int64_t timeout_ms, coll_store_t **out) {
+  coll_store_dial_t d;
+  memset(&d, 0, sizeof d);
+  d.host = host;
+  d.port = port;
+  d.token = token;
+  d.rank = -1;
+  d.timeout_ms = timeout_ms;
+  return coll__store_dial(&d, out);
 }
 
 void coll__store_close(coll_store_t *st) {

@@ -4,6 +4,7 @@
  * connection never reads past its request, a half request costs nothing but
  * its own small state, and a body is allocated only after its header passed
  * every check (magic, version, op, key count, length cap). */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,14 +142,34 @@ static void on_timer(uv_timer_t *t) {
   coll__store_conn_close(c);
 }
 
+/* A HELLO from a client that says it is rank `claim` of the job was
+ * refused: the store keeps why, under COLL_STORE_REFUSED_KEY, so that the
+ * ranks waiting for that rank can say what became of it. */
+static void note_refused_claim(store_conn_t *c, const char *why) {
+  char key[48], val[320];
+  int n;
+  if (c->authed || c->claim < 0 || c->claim >= c->srv->world) return;
+  snprintf(key, sizeof key, COLL_STORE_REFUSED_KEY "%d", c->claim);
+  n = snprintf(val, sizeof val, "%s: %s", c->where, why);
+  (void)coll__store_put(c->srv, key, val,
+                        n < (int)sizeof val ? (size_t)n : sizeof val - 1);
+}
+
 void coll__store_conn_fail(store_conn_t *c, uint8_t code, const char *fmt,
                            ...) {
-  char msg[256];
+  char msg[256], logged[320];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  coll__refusal_note(&c->srv->refusals, c->where, msg);
+  if (!c->authed && c->claim >= 0) {
+    snprintf(logged, sizeof logged, "%s (it says it is rank %d)", msg,
+             c->claim);
+    note_refused_claim(c, msg);
+  } else {
+    snprintf(logged, sizeof logged, "%s", msg);
+  }
+  coll__refusal_note(&c->srv->refusals, c->where, logged);
   atomic_fetch_add(&c->srv->n_refused, 1);
   if (c->wentry != NULL) coll__store_unpark(c);
   c->state = STORE_CONN_DRAINING;
@@ -217,11 +238,42 @@ static int check_header(store_conn_t *c) {
 
 /* The client's HELLO is complete: check its proof of the token and prove
  * ours (see store_proto.h). */
+/* A client past its HELLO that the job did not expect (it claims no rank
+ * of it, or there are more clients than ranks) is logged with its
+ * address: it may be a process from outside the job. */
+static void judge_client(store_conn_t *c) {
+  coll_store_server_t *srv = c->srv;
+  const char *open = srv->token != NULL
+                         ? ""
+                         : "; without a token (COLL_AUTH_TOKEN) anyone who "
+                           "reaches the store can join";
+  if (!srv->judge_clients) return;
+  if (c->claim < 0 || c->claim >= srv->world) {
+    COLL_WARN(COLL_LOG_BOOT,
+              "store %s:%d: a client at %s that is no rank of this job of %d "
+              "(it %s) connected%s",
+              srv->addr, srv->port, c->where, srv->world,
+              c->claim < 0 ? "names no rank" : "names a rank outside it", open);
+  } else if (srv->n_authed > srv->world) {
+    COLL_WARN(COLL_LOG_BOOT,
+              "store %s:%d: a client at %s that says it is rank %d makes %d "
+              "clients for the %d ranks of this job: two processes have one "
+              "rank, or a process from outside the job connected%s",
+              srv->addr, srv->port, c->where, c->claim, srv->n_authed,
+              srv->world, open);
+  } else {
+    COLL_INFO(COLL_LOG_BOOT, "store %s:%d: rank %d connected from %s",
+              srv->addr, srv->port, c->claim, c->where);
+  }
+}
+
 static void serve_hello(store_conn_t *c) {
   const uint8_t *cnonce = c->body, *cmac = c->body + COLL_STORE_NONCE_BYTES;
   const char *token = c->srv->token;
   int client_has = (c->hdr.arg & COLL_STORE_FLAG_TOKEN) != 0;
+  uint64_t claim = (uint64_t)c->hdr.arg >> COLL_STORE_CLAIM_SHIFT;
   uint8_t mac[COLL_SHA256_BYTES];
+  c->claim = claim > 0 && claim <= (uint64_t)INT_MAX ? (int)(claim - 1) : -1;
   if (token != NULL && !client_has) {
     coll__store_conn_fail(c, COLL_STORE_ST_AUTH,
                           "this store requires an auth token and the client "
@@ -253,6 +305,7 @@ static void serve_hello(store_conn_t *c) {
   c->authed = 1;
   c->srv->n_authed++;
   leave_unauth(c);
+  judge_client(c);
   if (coll__store_reply(c, COLL_STORE_ST_OK, 0, mac, sizeof mac, NULL, 0) != 0)
     return;
   coll__store_request_done(c);
@@ -312,6 +365,7 @@ static void peer_name(store_conn_t *c) {
 
 void coll__store_conn_start(coll_store_server_t *srv, store_conn_t *c) {
   uint64_t flags = srv->token != NULL ? COLL_STORE_FLAG_TOKEN : 0;
+  c->claim = -1;
   coll__smap_link_init(&c->wlink);
   coll__smap_link_push(&srv->conns, &c->link);
   peer_name(c);

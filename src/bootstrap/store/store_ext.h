@@ -15,6 +15,27 @@
  * on them). */
 #define COLL_STORE_HANDSHAKE_MS_DEFAULT 5000
 
+/* The server's own record of the last HELLO it refused from a client that
+ * said it was rank r of the job: "store/refused/<r>" holds "<client
+ * address>: <why>" (the claim is not verified, so the text says what the
+ * store saw, no more). Clients read it like any key. */
+#define COLL_STORE_REFUSED_KEY "store/refused/"
+
+/* A connection to the store, as coll__store_dial makes it. */
+typedef struct coll_store_dial {
+  const char *host;   /* a name or a numeric address */
+  int port;           /* 1..65535 */
+  const char *token;  /* NULL/"": none */
+  int rank;           /* told to the server, for its messages; -1: none */
+  int64_t timeout_ms; /* keep trying this long (< 0: no bound) */
+  char why[256];      /* out: why the last try failed ("" if none did) */
+} coll_store_dial_t;
+
+/* coll__store_connect with a claimed rank, and the reason the last try
+ * failed kept in d->why, so a caller that connects in slices can say what
+ * it sees meanwhile. Any thread. */
+coll_status_t coll__store_dial(coll_store_dial_t *d, coll_store_t **out);
+
 typedef struct coll_store_stats {
   uint64_t accepted; /* connections accepted */
   uint64_t refused;  /* connections closed for a bad request or token */

@@ -124,6 +124,25 @@ static void wake(coll_smap_entry_t *e) {
   }
 }
 
+int coll__store_put(coll_store_server_t *srv, const char *key, const void *val,
+                    size_t len) {
+  coll_smap_t *m = &srv->map;
+  size_t klen = strlen(key);
+  coll_smap_entry_t *e = coll__smap_find(m, key, klen);
+  size_t after = e != NULL ? m->bytes - e->vlen + len
+                           : m->bytes + coll__smap_cost(klen, len);
+  if ((e == NULL && m->count >= srv->caps.keys) || after > srv->caps.bytes)
+    return -1;
+  e = coll__smap_get_or_add(m, key, klen);
+  if (e == NULL) return -1;
+  if (coll__smap_set(m, e, val, len) != 0) {
+    coll__smap_release(m, e);
+    return -1;
+  }
+  wake(e);
+  return 0;
+}
+
 static void serve_wait(store_conn_t *c) {
   c->widx = 0;
   while (c->widx < c->nkeys && has_key(c, c->widx)) c->widx++;

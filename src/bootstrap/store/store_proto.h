@@ -20,8 +20,10 @@
  * Connection start (challenge-response, the token never travels):
  *   server -> client  HELLO, arg = flags (bit 0: token required),
  *                     body = server nonce (32 bytes)
- *   client -> server  HELLO, arg = flags (bit 0: client has a token),
- *                     body = client nonce (32) + HMAC-SHA256(token,
+ *   client -> server  HELLO, arg = flags (bit 0: client has a token) and,
+ *                     in bits 32..62, the rank the client says it is,
+ *                     plus one (0: none; for messages only, never
+ *                     trusted), body = client nonce (32) + HMAC-SHA256(token,
  *                     "coll-store-client" | server nonce | client nonce)
  *   server -> client  status OK, body = HMAC-SHA256(token,
  *                     "coll-store-server" | client nonce | server nonce),
@@ -44,6 +46,7 @@
 #define COLL_STORE_NONCE_BYTES 32u
 #define COLL_STORE_MAC_BYTES 32u
 #define COLL_STORE_FLAG_TOKEN 1u
+#define COLL_STORE_CLAIM_SHIFT 32
 
 /* The largest body a request may claim: one key and a full value. WAIT may
  * carry many keys in it; the client splits longer lists. */

@@ -223,9 +223,10 @@ fail:
   return s;
 }
 
-coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
-                                           const char *token, int world,
-                                           coll_store_server_t **out) {
+/* judge: world is a job's, whose clients all say which rank they are. */
+static coll_status_t server_start(const char *bind_ip, int port,
+                                  const char *token, int world, int judge,
+                                  coll_store_server_t **out) {
   coll_store_server_t *srv = NULL;
   int rc;
   if (out == NULL || bind_ip == NULL)
@@ -239,6 +240,7 @@ coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
     return coll__err(COLL_ERR_INVALID_ARG, "store: world %d; at least 1",
                      world);
   COLL_CHECK(server_open(bind_ip, port, token, world, &srv));
+  srv->judge_clients = judge;
   /* The loop and its handles were set up on this thread; from here on only
    * the loop thread touches them (thread creation orders the writes). */
   rc = uv_thread_create(&srv->thread, loop_main, srv);
@@ -257,11 +259,16 @@ coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
   return COLL_OK;
 }
 
+coll_status_t coll__store_server_start_for(const char *bind_ip, int port,
+                                           const char *token, int world,
+                                           coll_store_server_t **out) {
+  return server_start(bind_ip, port, token, world, 1, out);
+}
+
 coll_status_t coll__store_server_start(const char *bind_ip, int port,
                                        const char *token,
                                        coll_store_server_t **out) {
-  return coll__store_server_start_for(bind_ip, port, token,
-                                      COLL_STORE_WORLD_DEFAULT, out);
+  return server_start(bind_ip, port, token, COLL_STORE_WORLD_DEFAULT, 0, out);
 }
 
 int coll__store_server_port(const coll_store_server_t *s) {

@@ -33,6 +33,8 @@ struct coll_store_server {
   coll_smap_t map;
   coll_store_caps_t caps;
   int world;               /* the caps were computed for this many ranks */
+  int judge_clients;       /* world is a job's: a client that claims no rank
+                              of it, or one too many, is logged */
   int n_authed;            /* connections past their HELLO */
   coll_smap_link_t conns;  /* every open connection */
   coll_smap_link_t unauth; /* those before their HELLO, oldest first */
@@ -68,6 +70,7 @@ typedef struct store_conn {
   int closing;
   int reading;
   int authed; /* the HELLO exchange succeeded */
+  int claim;  /* the rank the client says it is (HELLO), -1: none */
   store_conn_state_t state;
   uint8_t hdr_buf[COLL_STORE_HDR_BYTES];
   size_t hdr_got;
@@ -111,6 +114,12 @@ void coll__store_conn_wait(store_conn_t *c, int64_t timeout_ms);
 void coll__store_request_done(store_conn_t *c);
 
 /* store_ops.c: what requests do. */
+
+/* Sets key (NUL-terminated) to val as a SET would, within the caps, and
+ * wakes its waiters: the server's own records. 0, or -1 when it does not
+ * fit or memory ran out (nothing changed). */
+int coll__store_put(coll_store_server_t *srv, const char *key, const void *val,
+                    size_t len);
 
 /* Serves the complete request in c->hdr / c->body. */
 void coll__store_serve(store_conn_t *c);

@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/setup_warn.h"
 #include "transport/tcp/tcp_mesh.h"
 
 void coll__tcp_hs_close(tcp_hs_t *h) {
@@ -252,6 +253,20 @@ static coll_status_t timed_out(tcp_mesh_t *m) {
       nlo > 0 && nhi > 0 ? "; " : "", nhi > 0 ? "no connection from " : "", hi);
 }
 
+/* The mesh keeps waiting (a firewall between ranks, a wrong interface):
+ * every rank says which connections it still misses and why, long before
+ * its timeout. */
+static void warn_waiting(tcp_mesh_t *m, const coll_setup_warn_t *w) {
+  char lo[COLL_ERRMSG_MAX / 2], hi[COLL_ERRMSG_MAX / 3], waited[16];
+  int nlo = missing_list(m, 1, lo, sizeof lo);
+  int nhi = missing_list(m, 0, hi, sizeof hi);
+  COLL_WARN(COLL_LOG_NET, "tcp: rank %d: mesh waiting %s: %s%s%s%s%s",
+            m->o->rank, coll__setup_warn_waited(w, waited),
+            nlo > 0 ? "no connection to " : "", lo,
+            nlo > 0 && nhi > 0 ? "; " : "",
+            nhi > 0 ? "no connection from " : "", hi);
+}
+
 /* One round: dial what is due, poll everything, move bytes. */
 static coll_status_t mesh_round(tcp_mesh_t *m, struct pollfd *pf,
                                 tcp_hs_t **who) {
@@ -308,6 +323,7 @@ static coll_status_t mesh_run(tcp_mesh_t *m, const coll_tcp_rdv_t *rdv) {
   struct pollfd *pf = calloc((size_t)cap, sizeof *pf);
   tcp_hs_t **who = calloc((size_t)cap, sizeof *who);
   coll_status_t s = COLL_OK;
+  coll_setup_warn_t warn;
   char text[COLL_TCP_ADDR_MAX];
   if (pf == NULL || who == NULL) {
     s = coll__err(COLL_ERR_NO_MEMORY, "tcp: out of memory");
@@ -324,11 +340,13 @@ static coll_status_t mesh_run(tcp_mesh_t *m, const coll_tcp_rdv_t *rdv) {
                     out);
     snprintf(h->where, sizeof h->where, "%s", text);
   }
+  coll__setup_warn_init(&warn, coll__now_ms());
   while (m->missing > 0) {
     if (m->deadline >= 0 && coll__now_ms() >= m->deadline) {
       s = timed_out(m);
       goto out;
     }
+    if (coll__setup_warn_due(&warn)) warn_waiting(m, &warn);
     COLL_CHECK_GOTO(mesh_round(m, pf, who), s, out);
   }
 out:
