@@ -101,8 +101,8 @@ static const char *mode_name(int tcp) { return tcp ? "tcp" : "auto or shm"; }
 
 /* Without a token a comm across hosts takes any peer that reaches a
  * rank's listener and names a rank: every rank says so. */
-static void warn_open(int rank, int world, const int *host_of) {
-  const char *token = coll__env(COLL_ENV_AUTH_TOKEN);
+static void warn_open(int rank, int world, const int *host_of,
+                      const char *token) {
   int r, hosts = 0;
   if (token != NULL && token[0] != '\0') return;
   for (r = 0; r < world; r++)
@@ -208,7 +208,7 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
   s = coll__tcp_transport_create(&o, &rdv, out);
   if (s != COLL_OK) coll__transport_host_skip(ops, rank);
   if (s == COLL_OK) s = hosts_read(ops, world, deadline_ms, host_of);
-  if (s == COLL_OK) warn_open(rank, world, host_of);
+  if (s == COLL_OK) warn_open(rank, world, host_of, o.token);
   if (s == COLL_OK && mode != COLL_TRANSPORT_TCP)
     s = add_host_endpoint(ops, rank, world, host_of, job, deadline_ms, &h);
   /* The CPU comm orders its ring by host (algo/topo.h); this host's ranks
