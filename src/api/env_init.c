@@ -117,7 +117,7 @@ static coll_status_t nccl_init(const env_job_t *j,
                         j->master_addr,
                         master_ip,
                         j->master_port,
-                        coll__env(COLL_ENV_AUTH_TOKEN),
+                        coll__knob_text(COLL_ENV_AUTH_TOKEN),
                         coll__deadline(coll__config_timeout_ms(cfg)),
                         NULL /* NCCL: no transport to choose */};
   COLL_CHECK(coll__rdv_open(&rc, &r));
@@ -145,8 +145,6 @@ static coll_status_t cpu_init(const env_job_t *j, const coll_comm_config_t *cfg,
   tc.master_addr = j->master_addr;
   tc.master_port = j->master_port;
   tc.timeout_ms = coll__config_timeout_ms(cfg);
-  /* Before meeting the other ranks: a bad knob fails at once. */
-  COLL_CHECK(coll__cpu_env_check());
   COLL_CHECK(coll_tcp_create(&tc, &t));
   return coll__cpu_comm_create(t, cfg, out);
 }
@@ -162,7 +160,7 @@ coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
   *out = NULL;
   COLL_CHECK(coll__config_check(cfg, "comm_init_env"));
   s = read_env(&j);
-  if (s == COLL_OK) s = coll__env_timeout_check();
+  if (s == COLL_OK) s = coll__knobs_load();
   if (s != COLL_OK) goto out;
   nccl = coll__nccl_env_selected();
   if (nccl < 0) {

@@ -30,15 +30,14 @@ static coll_status_t check_args(const coll_store_ops_t *store, int rank,
                      "rank %d is out of range for world %d (0..%d)", rank,
                      world, world - 1);
   COLL_CHECK(coll__config_check(cfg, "comm_init_store"));
-  return coll__env_timeout_check();
+  return coll__knobs_load();
 }
 
-/* Checks of this rank alone, before any slot runs: a bad knob, a wrong
- * interface or a missing NCCL fails at once instead of making the others
- * wait. TCP: local is the address to listen on. */
+/* Checks of this rank alone, before any slot runs: a wrong interface or a
+ * missing NCCL fails at once instead of making the others wait (a bad
+ * knob was refused before). TCP: local is the address to listen on. */
 static coll_status_t local_check(int nccl, char local[COLL_ADDR_TEXT_MAX]) {
   if (nccl) return coll__nccl_available("nccl init");
-  COLL_CHECK(coll__cpu_env_check());
   return coll__kv_tcp_local(local);
 }
 

@@ -63,7 +63,6 @@ coll_status_t coll__comm_new(const coll_backend_ops_t *ops, int rank, int world,
   const char *name = NULL;
   coll_abort_handle_t *adopt = NULL;
   COLL_CHECK(coll__config_check(cfg, "comm config"));
-  COLL_CHECK(coll__env_timeout_check());
   if (cfg != NULL) {
     if (cfg->size >= offsetof(coll_comm_config_t, name) + sizeof(char *))
       name = cfg->name;

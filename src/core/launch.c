@@ -122,7 +122,12 @@ coll_status_t coll__launch_read(int world_max, coll_launch_t *out) {
 /* A non-negative integer variable: 1 and *out, 0 unset, -1 refused (a
  * warning says so). */
 static int local_var(coll_env_t id, int64_t *out) {
-  int r = coll__env_int(id, out);
+  int r = coll__env_parse_int(id, out);
+  if (r < 0) {
+    COLL_WARN(COLL_LOG_INIT, "%s=%s is not a number; ignored",
+              coll__env_name(id), coll__env(id));
+    return -1;
+  }
   if (r == 1 && *out < 0) {
     COLL_WARN(COLL_LOG_INIT, "%s=%lld is negative; ignored", coll__env_name(id),
               (long long)*out);

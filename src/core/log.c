@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,16 +14,11 @@ atomic_int coll__log_level_cache = -1;
 static _Thread_local int tls_rank = -1;
 
 int coll__log_level_init(void) {
-  const char *v = coll__env(COLL_ENV_DEBUG);
-  int l = COLL_LOG_WARN;
-  if (v != NULL) {
-    if (strcasecmp(v, "NONE") == 0 || strcmp(v, "0") == 0)
-      l = COLL_LOG_NONE;
-    else if (strcasecmp(v, "INFO") == 0)
-      l = COLL_LOG_INFO;
-    else if (strcasecmp(v, "TRACE") == 0)
-      l = COLL_LOG_TRACE;
-  }
+  static const int levels[] = {[COLL_DEBUG_NONE] = COLL_LOG_NONE,
+                               [COLL_DEBUG_WARN] = COLL_LOG_WARN,
+                               [COLL_DEBUG_INFO] = COLL_LOG_INFO,
+                               [COLL_DEBUG_TRACE] = COLL_LOG_TRACE};
+  int l = levels[coll__knob(COLL_ENV_DEBUG)];
   atomic_store(&coll__log_level_cache, l);
   return l;
 }

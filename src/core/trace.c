@@ -13,25 +13,6 @@
 
 static atomic_int g_next_id = 1;
 
-/* COLL_TRACE_ENTRIES, bounded; 0 turns the recorder off. */
-static uint32_t entries_from_env(void) {
-  int64_t n = COLL_TRACE_ENTRIES_DEFAULT;
-  if (coll__env_int(COLL_ENV_TRACE_ENTRIES, &n) < 0)
-    return COLL_TRACE_ENTRIES_DEFAULT; /* the WARN said it is ignored */
-  if (n < 0) {
-    COLL_WARN(COLL_LOG_INIT, "COLL_TRACE_ENTRIES=%lld is negative; using %d",
-              (long long)n, COLL_TRACE_ENTRIES_DEFAULT);
-    return COLL_TRACE_ENTRIES_DEFAULT;
-  }
-  if (n > COLL_TRACE_ENTRIES_MAX) {
-    COLL_WARN(COLL_LOG_INIT,
-              "COLL_TRACE_ENTRIES=%lld is above the cap; using %d",
-              (long long)n, COLL_TRACE_ENTRIES_MAX);
-    return COLL_TRACE_ENTRIES_MAX;
-  }
-  return (uint32_t)n;
-}
-
 static int64_t wall_offset_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -41,15 +22,14 @@ static int64_t wall_offset_ns(void) {
 coll_trace_t *coll__trace_new(int rank, int world, const char *backend,
                               const char *name) {
   coll_trace_t *t;
-  uint32_t cap;
-  if (coll__env(COLL_ENV_TRACE_FILE) == NULL) return NULL;
-  cap = entries_from_env();
-  if (cap == 0) return NULL;
+  /* COLL_TRACE_ENTRIES is within its bounds (core/env.h); 0 is off. */
+  uint32_t cap = (uint32_t)coll__knob(COLL_ENV_TRACE_ENTRIES);
+  const char *pattern = coll__knob_text(COLL_ENV_TRACE_FILE);
+  if (pattern == NULL || cap == 0) return NULL;
   t = calloc(1, sizeof *t);
   if (t != NULL &&
       ((t->ring = calloc(cap, sizeof *t->ring)) == NULL ||
-       (t->pattern = strdup(coll__env(COLL_ENV_TRACE_FILE))) == NULL ||
-       uv_mutex_init(&t->mu) != 0)) {
+       (t->pattern = strdup(pattern)) == NULL || uv_mutex_init(&t->mu) != 0)) {
     free(t->ring);
     free(t->pattern);
     free(t);

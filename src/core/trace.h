@@ -19,10 +19,6 @@
 #include "coll.h"
 #include "core/work.h"
 
-/* COLL_TRACE_ENTRIES: the default and the bound. */
-#define COLL_TRACE_ENTRIES_DEFAULT 256
-#define COLL_TRACE_ENTRIES_MAX 65536
-
 typedef struct coll_trace coll_trace_t;
 
 /* A recorder for a comm, registered for SIGUSR1 (whose handler is installed

@@ -12,8 +12,8 @@
 
 /* 1 if an allreduce of `bytes` (in the work dtype) runs the ring. */
 static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == CPU_ALGO_RING ||
-         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->ring_threshold);
+  return cpu->algo == COLL_ALGO_RING || cpu->algo == COLL_ALGO_PAIR ||
+         (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->ring_threshold);
 }
 
 /* Whether auto takes the shared-memory allreduce (algo/allreduce_shm.c)
@@ -40,8 +40,8 @@ static int shm_wins(const coll_cpu_t *cpu, size_t bytes) {
 /* 1 if an allreduce of `bytes` runs through the transport's shared memory. */
 static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
   return coll__t_shared(cpu->t) != NULL &&
-         (cpu->algo == CPU_ALGO_SHM ||
-          (cpu->algo == CPU_ALGO_AUTO && shm_wins(cpu, bytes)));
+         (cpu->algo == COLL_ALGO_SHM ||
+          (cpu->algo == COLL_ALGO_AUTO && shm_wins(cpu, bytes)));
 }
 
 /* Auto's halving-doubling allreduce ends here: above it the ring, which
@@ -55,8 +55,8 @@ static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
  * probe found it pays (a comm over hosts of one rank each, or of unequal
  * numbers, with a power-of-two world) and below RH_MAX_BYTES. */
 static int use_rh(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == CPU_ALGO_RH ||
-         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->rh_threshold &&
+  return cpu->algo == COLL_ALGO_RH ||
+         (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->rh_threshold &&
           bytes < RH_MAX_BYTES && !coll__topo_two_level(&cpu->topo));
 }
 
@@ -64,8 +64,8 @@ static int use_rh(const coll_cpu_t *cpu, size_t bytes) {
  * each, it sends 1/local of what the flat ring sends between hosts (it falls
  * back to the ring where the hosts hold different numbers of ranks). */
 static int use_two_level(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == CPU_ALGO_TWO_LEVEL ||
-         (cpu->algo == CPU_ALGO_AUTO && bytes >= cpu->two_level_threshold &&
+  return cpu->algo == COLL_ALGO_TWO_LEVEL ||
+         (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->two_level_threshold &&
           coll__topo_two_level(&cpu->topo));
 }
 

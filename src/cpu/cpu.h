@@ -13,15 +13,7 @@
 #include "algo/link_probe.h"
 #include "algo/topo.h"
 #include "core/comm.h"
-
-typedef enum {
-  CPU_ALGO_AUTO,
-  CPU_ALGO_RING,
-  CPU_ALGO_RD,
-  CPU_ALGO_SHM,
-  CPU_ALGO_TWO_LEVEL,
-  CPU_ALGO_RH
-} cpu_algo_t;
+#include "core/env.h"
 
 typedef struct cpu_req cpu_req_t;
 typedef struct p2p_req p2p_req_t;
@@ -63,7 +55,7 @@ typedef struct coll_cpu {
   coll_topo_t topo;
 
   /* Tuning, read once at creation. */
-  cpu_algo_t algo;
+  int algo; /* COLL_ALGO's word (core/env.h): COLL_ALGO_AUTO, ... */
   size_t ring_threshold;
   size_t two_level_threshold; /* the same for the two-level allreduce */
   size_t rh_threshold;        /* halving-doubling from here (below the

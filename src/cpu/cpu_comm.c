@@ -4,7 +4,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/clock.h"
 #include "core/cores.h"
@@ -13,21 +12,21 @@
 #include "cpu/cpu_comm.h"
 #include "cpu/exec.h"
 
-/* Bytes from which auto picks the ring over recursive doubling
- * (COLL_RING_THRESHOLD overrides). Recursive doubling is one message per
- * round but reduces the whole buffer on every rank and, from 3 ranks,
- * sends log2 n buffers against the ring's 2(n-1)/n. Over TCP on
- * 127.0.0.1, 2 ranks, coll-perf under coll-run, COLL_ALGO=rd against
- * COLL_ALGO=ring in alternating runs (medians of 3 to 10, on a shared
- * 2-core machine): recursive doubling wins at 64 KiB in every sitting
- * (52 against 94 us; 71 against 100), the ring at 1 MiB in every sitting
- * (774 against 1001; 1075 against 1957); from 128 KiB to 512 KiB the
+/* COLL_DEFAULT_RING_THRESHOLD (core/env.h), the bytes from which auto
+ * picks the ring over recursive doubling (COLL_RING_THRESHOLD overrides).
+ * Recursive doubling is one message per round but reduces the whole buffer on
+ * every rank and, from 3 ranks, sends log2 n buffers against the ring's
+ * 2(n-1)/n. Over TCP on 127.0.0.1, 2 ranks, coll-perf under coll-run,
+ * COLL_ALGO=rd against COLL_ALGO=ring in alternating runs (medians of 3 to 10,
+ * on a shared 2-core machine): recursive doubling wins at 64 KiB in every
+ * sitting (52 against 94 us; 71 against 100), the ring at 1 MiB in every
+ * sitting (774 against 1001; 1075 against 1957); from 128 KiB to 512 KiB the
  * winner changed from one sitting to the next, by up to 2x either way,
  * so the threshold stays at 256 KiB. 3 and 4 ranks: recursive doubling
  * ahead up to 256 KiB, the ring from 512 KiB (one sitting). Between
  * threads the ring is as fast as recursive doubling from 256 KiB. A comm
  * that spans hosts measures its links instead (algo/link_probe.c). */
-#define DEFAULT_RING_THRESHOLD (256u * 1024u)
+#define DEFAULT_RING_THRESHOLD ((size_t)COLL_DEFAULT_RING_THRESHOLD)
 
 static void cpu_abort(coll_comm_t *c) {
   coll_cpu_t *cpu = c->be;
@@ -106,50 +105,12 @@ static const coll_backend_ops_t cpu_ops = {
     .shrink = cpu_shrink,
 };
 
-/* COLL_ALGO as an algorithm; -1 for a value that names none. */
-static int env_algo(void) {
-  const char *algo = coll__env(COLL_ENV_ALGO);
-  if (algo == NULL || strcasecmp(algo, "auto") == 0) return CPU_ALGO_AUTO;
-  if (strcasecmp(algo, "ring") == 0) return CPU_ALGO_RING;
-  if (strcasecmp(algo, "rd") == 0) return CPU_ALGO_RD;
-  if (strcasecmp(algo, "shm") == 0) return CPU_ALGO_SHM;
-  if (strcasecmp(algo, "twolevel") == 0) return CPU_ALGO_TWO_LEVEL;
-  if (strcasecmp(algo, "rh") == 0) return CPU_ALGO_RH;
-  return -1;
-}
-
-/* COLL_LINK_PROBE: 0 never, 1 whenever the ring threshold is the
- * library's to choose, -1 (unset or auto) only on a comm that spans hosts;
- * -2 for a value that names none. */
-static int env_link_probe(void) {
-  const char *v = coll__env(COLL_ENV_LINK_PROBE);
-  if (v == NULL || strcasecmp(v, "auto") == 0) return -1;
-  if (strcmp(v, "0") == 0) return 0;
-  if (strcmp(v, "1") == 0) return 1;
-  return -2;
-}
-
-coll_status_t coll__cpu_env_check(void) {
-  if (env_algo() < 0)
-    return coll__err(
-        COLL_ERR_INVALID_ARG,
-        "COLL_ALGO='%s' is not auto, ring, rd, rh, twolevel or shm",
-        coll__env(COLL_ENV_ALGO));
-  if (env_link_probe() == -2)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "COLL_LINK_PROBE='%s' is not auto, 0 or 1",
-                     coll__env(COLL_ENV_LINK_PROBE));
-  return COLL_OK;
-}
-
-/* Checked by coll__cpu_env_check before. */
 static void read_tuning(coll_cpu_t *cpu) {
-  int64_t v;
   unsigned cores = coll__host_cores(); /* reads the cgroup files */
-  cpu->algo = (cpu_algo_t)env_algo();
+  cpu->algo = (int)coll__knob(COLL_ENV_ALGO);
   cpu->ring_threshold = DEFAULT_RING_THRESHOLD;
-  if (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
-    cpu->ring_threshold = (size_t)v;
+  if (coll__knob_set(COLL_ENV_RING_THRESHOLD))
+    cpu->ring_threshold = (size_t)coll__knob(COLL_ENV_RING_THRESHOLD);
   cpu->two_level_threshold = cpu->ring_threshold;
   cpu->rh_threshold = SIZE_MAX;
   /* The transport knows what it moves best, on a host with a core per
@@ -162,15 +123,15 @@ static void read_tuning(coll_cpu_t *cpu) {
    * GB/s growing against 0.117 with 256 KiB. So only within a host. */
   if (cpu->topo.nhosts > 1) cpu->seg_max_bytes = cpu->seg_bytes;
   cpu->seg_agree = coll__t_segment_varies(cpu->t);
-  if (coll__env_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64) {
+  if (coll__knob_set(COLL_ENV_SEGMENT_BYTES)) {
     /* The one segment at every size, the same on every rank
      * (rdv_compat.c). */
-    cpu->seg_bytes = cpu->seg_max_bytes = (size_t)v;
+    cpu->seg_bytes = cpu->seg_max_bytes =
+        (size_t)coll__knob(COLL_ENV_SEGMENT_BYTES);
     cpu->seg_agree = 0;
   }
-  cpu->check_mismatch = 1;
-  if (coll__env_int(COLL_ENV_CHECK_MISMATCH, &v) == 1 && v == 0)
-    cpu->check_mismatch = 0;
+  /* On unless set to 0. */
+  cpu->check_mismatch = coll__knob(COLL_ENV_CHECK_MISMATCH) != 0;
 }
 
 /* One pipeline segment for the whole comm: the ring's receiver posts one
@@ -202,13 +163,12 @@ static coll_status_t agree_segment(coll_cpu_t *cpu) {
  * allreduce), and the choice can go either way (3 ranks or more). By
  * default only across hosts: on one host the constant above was measured. */
 static int wants_probe(const coll_cpu_t *cpu) {
-  int64_t v;
-  int mode = env_link_probe();
-  if (mode == 0 || cpu->algo != CPU_ALGO_AUTO || cpu->comm->world < 3 ||
-      coll__t_shared(cpu->t) != NULL ||
-      (coll__env_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0))
+  int64_t mode = coll__knob(COLL_ENV_LINK_PROBE);
+  if (mode == COLL_SWITCH_OFF || cpu->algo != COLL_ALGO_AUTO ||
+      cpu->comm->world < 3 || coll__t_shared(cpu->t) != NULL ||
+      coll__knob_set(COLL_ENV_RING_THRESHOLD))
     return 0;
-  return mode == 1 || cpu->topo.nhosts > 1;
+  return mode == COLL_SWITCH_ON || cpu->topo.nhosts > 1;
 }
 
 /* Sets the ring threshold from the links, as measured now by every rank,
@@ -245,7 +205,7 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
   coll_comm_t *c = NULL;
   coll_status_t s;
   *out = NULL;
-  s = coll__cpu_env_check();
+  s = coll__knobs_load();
   if (s != COLL_OK) {
     coll_transport_destroy(t);
     return s;

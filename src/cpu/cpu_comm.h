@@ -12,8 +12,4 @@ coll_status_t coll__cpu_comm_create(coll_transport_t *t,
                                     const coll_comm_config_t *cfg,
                                     coll_comm_t **out);
 
-/* COLL_OK, or COLL_ERR_INVALID_ARG naming a CPU-backend variable
- * (COLL_ALGO) whose value is not one it knows. Any thread. */
-coll_status_t coll__cpu_env_check(void);
-
 #endif

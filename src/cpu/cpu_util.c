@@ -55,8 +55,8 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
 static int shm_below(const coll_cpu_t *cpu, const coll_t_shared_t *sh,
                      size_t bytes, size_t below) {
   return sh != NULL && cpu->comm->world > 1 &&
-         (cpu->algo == CPU_ALGO_SHM ||
-          (cpu->algo == CPU_ALGO_AUTO && bytes < below));
+         (cpu->algo == COLL_ALGO_SHM ||
+          (cpu->algo == COLL_ALGO_AUTO && bytes < below));
 }
 
 int coll__cpu_shm_colls(const coll_cpu_t *cpu, size_t bytes) {

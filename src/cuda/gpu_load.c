@@ -207,7 +207,7 @@ static void load_cuda(coll_nccl_table_t *t) {
 }
 
 static void load_nccl(coll_nccl_table_t *t) {
-  const char *path = coll__env(COLL_ENV_NCCL_LIBRARY);
+  const char *path = coll__knob_text(COLL_ENV_NCCL_LIBRARY);
   void *lib;
   char *why = t->nccl_why;
   if (path == NULL) path = "libnccl.so.2";
@@ -215,7 +215,7 @@ static void load_nccl(coll_nccl_table_t *t) {
   if (lib == NULL) {
     snprintf(why, COLL_NCCL_WHY_MAX,
              "NCCL could not be loaded (%.100s%s): %.160s", path,
-             coll__env(COLL_ENV_NCCL_LIBRARY) ? ", from COLL_NCCL_LIBRARY" : "",
+             coll__knob_text(COLL_ENV_NCCL_LIBRARY) ? ", from COLL_NCCL_LIBRARY" : "",
              dlerror());
     return;
   }

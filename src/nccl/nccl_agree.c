@@ -27,8 +27,8 @@ static const char *const field_names[F_N] = {
     "buffer counts or dtypes"};
 
 int coll__nccl_agree_wanted(void) {
-  int64_t v = 0;
-  return coll__env_int(COLL_ENV_CHECK_MISMATCH, &v) == 1 && v != 0;
+  /* Off unless asked for: unset is -1 (core/env.h). */
+  return coll__knob(COLL_ENV_CHECK_MISMATCH) == 1;
 }
 
 coll_status_t coll__nccl_agree_init(coll_nccl_be_t *be) {

@@ -5,14 +5,12 @@
  * rendezvous store) is the API layer's business. */
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/env.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/log.h"
 #include "cuda/gpu_table.h"
-#include "nccl/nccl_backend_choice.h"
 #include "nccl/nccl_env.h"
 #include "nccl/nccl_rank.h"
 
@@ -38,22 +36,17 @@ static int ranks_exceed_devices(const coll_nccl_table_t *t, int64_t *ranks,
 
 int coll__nccl_env_selected(void) {
   const coll_nccl_table_t *t;
-  const char *v = coll__backend_choice();
+  int64_t choice = coll__knob(COLL_ENV_BACKEND);
   char why[COLL_ERRMSG_MAX];
   coll_status_t s;
   int64_t ranks = 0;
   const char *var = "LOCAL_WORLD_SIZE";
   int devices = 0;
-  if (v != NULL && strcasecmp(v, "cpu") == 0) return 0;
-  if (v != NULL && strcasecmp(v, "nccl") == 0) {
+  if (choice == COLL_BACKEND_CPU) return 0;
+  if (choice == COLL_BACKEND_NCCL) {
     s = coll__nccl_ready("COLL_BACKEND=nccl", &t);
     return s == COLL_OK ? 1 : -1;
   }
-  if (v != NULL && strcasecmp(v, "auto") != 0)
-    COLL_WARN(COLL_LOG_INIT,
-              "COLL_BACKEND=%s is not auto, cpu or nccl; "
-              "taken as auto",
-              v);
   /* auto: NCCL when it is loadable and every local rank has a device of its
    * own. Asking must not leave an error behind for a caller that goes on
    * with the CPU ring. */

@@ -155,7 +155,7 @@ coll_status_t coll_group_create_config(const int *devices, int ndev,
     return coll__err(COLL_ERR_INVALID_ARG,
                      "group_create: the device list is empty (ndev %d)", ndev);
   COLL_CHECK(coll__config_check(cfg, "group_create"));
-  if (coll__env_timeout_check() != COLL_OK) {
+  if (coll__knobs_load() != COLL_OK) {
     coll__err_prefix("group_create");
     return COLL_ERR_INVALID_ARG;
   }

@@ -3,11 +3,9 @@
  * still there and says so. */
 #include <stddef.h>
 
+#include "core/env.h"
 #include "core/error.h"
-#include "nccl/nccl_backend_choice.h"
 #include "nccl/nccl_env.h"
-
-#include <strings.h>
 
 #define NO_NCCL "libcoll was built without the NCCL backend"
 
@@ -99,8 +97,7 @@ coll_status_t coll_group_destroy(coll_group_t *g) {
 }
 
 int coll__nccl_env_selected(void) {
-  const char *v = coll__backend_choice();
-  if (v != NULL && strcasecmp(v, "nccl") == 0) {
+  if (coll__knob(COLL_ENV_BACKEND) == COLL_BACKEND_NCCL) {
     not_built("COLL_BACKEND=nccl");
     return -1;
   }

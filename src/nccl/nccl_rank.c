@@ -92,7 +92,7 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
                      "comm_init_rank: rank %d is out of range for world %d",
                      rank, world);
   COLL_CHECK(coll__config_check(cfg, "comm_init_rank"));
-  if (coll__env_timeout_check() != COLL_OK) {
+  if (coll__knobs_load() != COLL_OK) {
     coll__err_prefix("comm_init_rank");
     return COLL_ERR_INVALID_ARG;
   }

@@ -32,9 +32,8 @@
 #include "nccl/nccl_rank.h"
 
 int coll__nccl_keep_wanted(const coll_nccl_table_t *t) {
-  int64_t v = 0;
   return t->nccl_comm_shrink != NULL && t->nccl_comm_revoke == NULL &&
-         coll__env_int(COLL_ENV_NCCL_SHRINKABLE, &v) == 1 && v != 0;
+         coll__knob(COLL_ENV_NCCL_SHRINKABLE) != 0;
 }
 
 static int comm_failed(coll_nccl_be_t *be) {
@@ -218,7 +217,7 @@ coll_status_t coll__nccl_shrink_exclude(coll_comm_t *c, const int *exclude,
   int64_t timeout, deadline;
   coll_status_t s;
   COLL_CHECK(can_make(be, n));
-  if (coll__env_timeout_check() != COLL_OK) {
+  if (coll__knobs_load() != COLL_OK) {
     coll__err_prefix("comm_shrink");
     return COLL_ERR_INVALID_ARG;
   }

@@ -82,7 +82,7 @@ coll_isa_t coll__isa_pick(const char *want) {
 }
 
 static void isa_init(void) {
-  isa_chosen = coll__isa_pick(coll__env(COLL_ENV_SIMD));
+  isa_chosen = coll__isa_pick(coll__knob_word(COLL_ENV_SIMD));
   COLL_INFO(COLL_LOG_INIT, "reduction kernels: %s", isa_names[isa_chosen]);
 }
 

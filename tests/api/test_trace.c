@@ -476,23 +476,37 @@ static unsigned entries_max_now(const char *dir) {
   return d.max;
 }
 
+/* A comm made now is refused, naming COLL_TRACE_ENTRIES='v' and its
+ * bounds. */
+static void entries_refused(const char *v) {
+  coll_comm_t *c[1] = {NULL};
+  char want[64];
+  setenv("COLL_TRACE_ENTRIES", v, 1);
+  snprintf(want, sizeof want, "COLL_TRACE_ENTRIES='%s'", v);
+  if (test_inproc_comms(1, NEVER_MS, c) == 0) {
+    t_fail(&g_fails, "COLL_TRACE_ENTRIES=%s: a comm was made", v);
+    test_destroy_comms(1, c);
+    return;
+  }
+  if (strstr(coll_last_error(), want) == NULL ||
+      strstr(coll_last_error(), "from 0 to 65536") == NULL)
+    t_fail(&g_fails, "COLL_TRACE_ENTRIES=%s: \"%s\"", v, coll_last_error());
+}
+
 static void test_entries_bounds_and_long_path(void **state) {
   char dir[512], text[4096], *longname;
   (void)state;
   begin();
   setup_case("bounds", "b-%r.json", -1, dir, sizeof dir);
-  setenv("COLL_TRACE_ENTRIES", "99999999", 1);
-  CHECK(entries_max_now(dir) == 65536); /* capped */
-  setenv("COLL_TRACE_ENTRIES", "-3", 1);
-  CHECK(entries_max_now(dir) == 256); /* the default */
-  setenv("COLL_TRACE_ENTRIES", "many", 1);
-  /* Not a number: a WARN naming it, then the default. */
-  with_stderr(abort_one_comm, text, sizeof text);
-  if (strstr(text, "COLL_TRACE_ENTRIES=many") == NULL)
-    t_fail(&g_fails, "no WARN naming COLL_TRACE_ENTRIES=many; stderr: %s",
-           text);
-  CHECK(entries_max_now(dir) == 256);
+  /* Out of bounds or not a number: comm creation refuses it. */
+  entries_refused("99999999");
+  entries_refused("65537");
+  entries_refused("-3");
+  entries_refused("many");
+  setenv("COLL_TRACE_ENTRIES", "65536", 1);
+  CHECK(entries_max_now(dir) == 65536); /* the bound itself */
   unsetenv("COLL_TRACE_ENTRIES");
+  CHECK(entries_max_now(dir) == 256); /* the default */
   /* A pattern whose expansion does not fit a path: a WARN, no file. */
   longname = malloc(5000);
   assert_non_null(longname);

@@ -244,7 +244,7 @@ static void test_dispatch(void **state) {
   assert_true(coll__isa_supported((coll_isa_t)coll__isa_from_name(isa)));
   /* ctest also runs this executable with COLL_SIMD=scalar, avx2, avx512. */
   assert_int_equal(coll__isa_from_name(isa),
-                   coll__isa_pick(coll__env(COLL_ENV_SIMD)));
+                   coll__isa_pick(coll__knob_word(COLL_ENV_SIMD)));
   assert_int_equal(coll__isa_pick(NULL), best);
   assert_int_equal(coll__isa_pick("auto"), best);
   assert_int_equal(coll__isa_pick("scalar"), COLL_ISA_SCALAR);

@@ -318,7 +318,7 @@ static void test_bad_arguments(void **state) {
 /* --env lists exactly the variables declared in src/core/env.h. */
 static void test_env_list(void **state) {
   static const char *const names[] = {
-#define NAME_(id, name, meaning) name,
+#define NAME_(id, name, kind, lo, hi, words, dflt, agree, meaning) name,
       COLL_ENV_MAP(NAME_)
 #undef NAME_
   };

@@ -10,6 +10,7 @@
 
 #include "bootstrap/store/store.h"
 #include "coll.h"
+#include "core/env.h"
 
 #define COLL_HOST_ID_MAX 128
 #define COLL_HOST_INFO_MAX (COLL_HOST_ID_MAX + 8)
@@ -53,14 +54,11 @@ void coll__host_table_free(coll_host_table_t *tab);
 
 /* transport_choice.c ------------------------------------------------------ */
 
-typedef enum coll_transport_mode {
-  COLL_TRANSPORT_AUTO = 0,
-  COLL_TRANSPORT_TCP,
-  COLL_TRANSPORT_SHM
-} coll_transport_mode_t;
+/* COLL_TRANSPORT_AUTO, _TCP or _SHM: COLL_TRANSPORT's words (core/env.h). */
+typedef int coll_transport_mode_t;
 
-/* COLL_TRANSPORT: auto (unset), tcp or shm; COLL_ERR_INVALID_ARG naming
- * the variable for anything else. Any thread. */
+/* The mode COLL_TRANSPORT asks for: auto when unset, except that unset
+ * with COLL_ELASTIC=1 is tcp (only TCP comms can shrink). Any thread. */
 coll_status_t coll__transport_mode(coll_transport_mode_t *out);
 
 /* What this rank publishes at rendezvous ("host/<rank>", written before it

@@ -165,12 +165,12 @@ static coll_status_t add_host_endpoint(const coll_store_ops_t *ops, int rank,
   for (r = 1; r < world; r++) elsewhere += host_of[r] != host_of[0];
   if (elsewhere == 0) return COLL_OK; /* one host: the comm stays on TCP */
   return coll__transport_host_create(ops, rank, world, host_of, job,
-                                     coll__env(COLL_ENV_AUTH_TOKEN),
+                                     coll__knob_text(COLL_ENV_AUTH_TOKEN),
                                      deadline_ms, h);
 }
 
 coll_status_t coll__kv_tcp_local(char out[COLL_ADDR_TEXT_MAX]) {
-  return coll__listen_addr_auto(coll__env(COLL_ENV_SOCKET_IFNAME),
+  return coll__listen_addr_auto(coll__knob_text(COLL_ENV_SOCKET_IFNAME),
                                 coll__env(COLL_ENV_MASTER_ADDR), out);
 }
 
@@ -196,7 +196,7 @@ coll_status_t coll__kv_tcp_create(const coll_store_ops_t *ops, int rank,
                         world,
                         local,
                         job,
-                        coll__env(COLL_ENV_AUTH_TOKEN),
+                        coll__knob_text(COLL_ENV_AUTH_TOKEN),
                         left == 0 ? 1 : left};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: caller's store, listening on %s", rank,
             world, local);

@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdv_compat.c: the compatibility handshake at init. Every rank publishes
- * its library version, its wire version and the options that change what
- * travels on the wire (the algorithm choice, the ring threshold, the segment
- * size, descriptor agreement); rank 0 compares them once every rank joined
+ * its library version, its wire version and the knobs that change what
+ * travels on the wire (those core/env.h marks `agree`: the algorithm
+ * choice, the ring threshold, the link probe, the segment size, the
+ * descriptor check); rank 0 compares them once every rank joined
  * and fails the rendezvous on every rank at once, naming who runs what,
  * instead of letting ranks that cannot understand each other time out.
  * Through a caller's store (coll_comm_init_store) there is no rank 0 to
  * judge: every rank reads every record and reaches the same verdict. */
-#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rdv_int.h"
@@ -34,36 +33,6 @@
 
 coll_rdv_test_hooks_t coll__rdv_test_hooks = COLL_RDV_TEST_HOOKS_OFF;
 
-/* The value an option takes, the way its reader interprets it, so that
- * "unset" and an explicit default (or "RING" and "ring") compare equal. */
-static void options_text(char *out, size_t cap) {
-  const char *algo = coll__env(COLL_ENV_ALGO);
-  char a[16] = "auto", thr[24] = "default", seg[24] = "default";
-  const char *check = "default", *probe = "auto";
-  /* A rank that probes its links where another does not would wait for it
-   * at creation. */
-  const char *probe_env = coll__env(COLL_ENV_LINK_PROBE);
-  int64_t v;
-  size_t i;
-  if (algo != NULL) {
-    for (i = 0; algo[i] != '\0' && i + 1 < sizeof a; i++)
-      a[i] = (char)tolower((unsigned char)algo[i]);
-    a[i] = '\0';
-  }
-  if (coll__env_parse_int(COLL_ENV_RING_THRESHOLD, &v) == 1 && v >= 0)
-    snprintf(thr, sizeof thr, "%lld", (long long)v);
-  if (coll__env_parse_int(COLL_ENV_SEGMENT_BYTES, &v) == 1 && v >= 64)
-    snprintf(seg, sizeof seg, "%lld", (long long)v);
-  if (coll__env_parse_int(COLL_ENV_CHECK_MISMATCH, &v) == 1)
-    check = v == 0 ? "0" : "1";
-  if (probe_env != NULL && strcasecmp(probe_env, "auto") != 0)
-    probe = strcmp(probe_env, "0") == 0 ? "0" : "1";
-  snprintf(out, cap,
-           "algo=%s ring_threshold=%s segment_bytes=%s "
-           "check_mismatch=%s link_probe=%s",
-           a, thr, seg, check, probe);
-}
-
 void coll__rdv_compat_text(int rank, char *out, size_t cap) {
   const coll_rdv_test_hooks_t *h = &coll__rdv_test_hooks;
   int version = coll_version();
@@ -73,7 +42,10 @@ void coll__rdv_compat_text(int rank, char *out, size_t cap) {
     version = h->claim_version;
     wire = h->claim_wire;
   }
-  options_text(opts, sizeof opts);
+  /* The knobs every rank must set alike, as core/env.h declares them and
+   * as parsed there: "unset" and an explicit default, or "RING" and
+   * "ring", read the same. */
+  coll__knobs_agreed_text(opts, sizeof opts);
   snprintf(out, cap, "libcoll %d.%d.%d wire %u (%s)", version / 10000,
            version / 100 % 100, version % 100, wire, opts);
 }

@@ -46,7 +46,7 @@ static coll_status_t check_config(const coll_tcp_config_t *cfg) {
   if (cfg->world < 1)
     return coll__err(COLL_ERR_INVALID_ARG,
                      "tcp_create: world %d; it must be at least 1", cfg->world);
-  if (coll__env_timeout_check() != COLL_OK) {
+  if (coll__knobs_load() != COLL_OK) {
     coll__err_prefix("tcp_create");
     return COLL_ERR_INVALID_ARG;
   }
@@ -96,9 +96,9 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   int64_t timeout =
       cfg->timeout_ms != 0 ? cfg->timeout_ms : coll__default_timeout_ms();
   const char *token =
-      cfg->auth_token ? cfg->auth_token : coll__env(COLL_ENV_AUTH_TOKEN);
+      cfg->auth_token ? cfg->auth_token : coll__knob_text(COLL_ENV_AUTH_TOKEN);
   const char *ifname =
-      cfg->ifname ? cfg->ifname : coll__env(COLL_ENV_SOCKET_IFNAME);
+      cfg->ifname ? cfg->ifname : coll__knob_text(COLL_ENV_SOCKET_IFNAME);
   char master_ip[COLL_ADDR_TEXT_MAX], local[COLL_ADDR_TEXT_MAX], job[320];
   char host[COLL_HOST_INFO_MAX];
   struct sockaddr_storage master;

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "bootstrap/rendezvous/host_id.h"
 #include "core/clock.h"
@@ -20,27 +19,16 @@
 #define CHOICE_KEY_MAX 32
 #define CHOICE_VALUE_MAX COLL_HOST_INFO_MAX
 
-static const char *const mode_names[] = {"auto", "tcp", "shm"};
-
 /* Unset is auto: ranks all on one host get shared memory. It keeps TCP's
  * contracts, heartbeats included (shm_heartbeat.c), and it measured ahead
  * of TCP at every size from 4 KiB to 64 MiB with 2 and 4 ranks
  * (coll-perf, interleaved runs; src/cpu/allreduce.c has the figures).
  * Unset with COLL_ELASTIC=1 is TCP: only TCP comms can shrink. */
 coll_status_t coll__transport_mode(coll_transport_mode_t *out) {
-  const char *v = coll__env(COLL_ENV_TRANSPORT);
-  const char *elastic = coll__env(COLL_ENV_ELASTIC);
-  *out = COLL_TRANSPORT_AUTO;
-  if (v == NULL && elastic != NULL && strcmp(elastic, "1") == 0)
+  *out = (coll_transport_mode_t)coll__knob(COLL_ENV_TRANSPORT);
+  if (!coll__knob_set(COLL_ENV_TRANSPORT) && coll__knob(COLL_ENV_ELASTIC))
     *out = COLL_TRANSPORT_TCP;
-  if (v == NULL) return COLL_OK;
-  for (int i = 0; i < 3; i++)
-    if (strcasecmp(v, mode_names[i]) == 0) {
-      *out = (coll_transport_mode_t)i;
-      return COLL_OK;
-    }
-  return coll__err(COLL_ERR_INVALID_ARG,
-                   "COLL_TRANSPORT='%s' is none of auto, tcp, shm", v);
+  return COLL_OK;
 }
 
 static coll_status_t get_value(coll_store_t *st, const char *key, char *buf,
@@ -112,7 +100,8 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
       s = coll__err(COLL_ERR_INVALID_ARG,
                     "ranks disagree on COLL_TRANSPORT: rank 0 has %s, rank "
                     "%d has %s",
-                    mode_names[m0], r, mode_names[mr]);
+                    coll__knob_word_at(COLL_ENV_TRANSPORT, m0), r,
+                    coll__knob_word_at(COLL_ENV_TRANSPORT, mr));
       goto out;
     }
     host_of[r] = coll__host_table_index(&hosts, value_host(v));

@@ -41,7 +41,7 @@
 #define INPROC_FLAG_SLEEP_NS 10000000u
 /* How long a waiter polls the flags before it sleeps, with more rank
  * threads than cores too (it yields as it polls): as the shm transport's
- * waiters (SHM_SPIN_US_DEFAULT). */
+ * waiters (COLL_DEFAULT_SHM_SPIN_US, core/env.h). */
 #define INPROC_FLAG_SPIN_NS 50000u
 /* Pause instructions between two sched_yield calls while spinning. */
 #define INPROC_FLAG_SPINS_PER_YIELD 64

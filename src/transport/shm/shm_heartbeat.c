@@ -21,16 +21,8 @@
 #include "core/log.h"
 #include "transport/shm/shm_int.h"
 
-coll_status_t coll__shm_hb_config(shm_ep_t *ep) {
-  int64_t v = COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS;
-  if (coll__env_parse_int(COLL_ENV_HEARTBEAT_TIMEOUT_MS, &v) < 0 || v < 0)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "COLL_HEARTBEAT_TIMEOUT_MS='%s' is not a number of "
-                     "milliseconds >= 0 (0: no heartbeats; unset: %d)",
-                     coll__env(COLL_ENV_HEARTBEAT_TIMEOUT_MS),
-                     COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS);
-  ep->hb_ms = v;
-  return COLL_OK;
+void coll__shm_hb_config(shm_ep_t *ep) {
+  ep->hb_ms = coll__knob(COLL_ENV_HEARTBEAT_TIMEOUT_MS);
 }
 
 /* Under ep->mu: 1 if a call of this rank waits on peer p. */

@@ -43,31 +43,15 @@
 #define SHM_RING_CELLS_MIN 4u
 #define SHM_REGION_BUDGET (16u * 1024u * 1024u)
 
-/* How long a waiter spins before it sleeps in the kernel, microseconds
- * (COLL_SHM_SPIN_US overrides). A few microseconds covers a peer that is
- * running and about to answer; past that, sleeping frees the core.
- *
- * Kept at 50 after measuring 50, 200, 500, 1000 and 5000 (2-vCPU KVM
- * guest, quiet, coll-perf f32 allreduce 4K..64M -n 50, ranks as processes,
- * runs interleaved). Every run there falls into one of two modes for all
- * sizes at once, whatever the setting: 2 ranks, 1 MiB takes ~110 us (9.5
- * GB/s busbw) or ~550 us (1.9), 16 MiB ~2.7 ms or ~9.5 ms; 4 KiB takes
- * 1.7 us, or 16-20 us in 11 of 29 runs at 50 and in 1 of 27 at >= 200
- * (that one at 87 us). But 4 ranks on the 2 cores lose at >= 200 (4 KiB
- * median 53 us against 34 in one sitting, 61 us at 1000), and medians of 3
- * at 1 MiB and 16 MiB did not move beyond the two modes. Compare again on
- * a machine with more cores than ranks. */
-#define SHM_SPIN_US_DEFAULT 50
-
 /* The ring's preferred pipeline segment for the CPU ring algorithms: half a
  * ring, so one segment is being copied out while the next goes in.
  *
  * Kept after measuring 64 KiB, 256 KiB and 1 MiB (2 ranks, coll-perf,
  * interleaved, medians of 3-4): the per-run mode described at
- * SHM_SPIN_US_DEFAULT decides the result. Within the fast mode, in one
- * sitting, 1 MiB segments took 1 MiB in 112-118 us against 110-130 us and
- * 16 MiB in 2.56-2.64 ms against 2.59-2.91 ms: too close to call. 64 KiB
- * segments left 1 MiB at 1.88 GB/s against 1.96. */
+ * COLL_DEFAULT_SHM_SPIN_US (core/env.h) decides the result. Within the
+ * fast mode, in one sitting, 1 MiB segments took 1 MiB in 112-118 us
+ * against 110-130 us and 16 MiB in 2.56-2.64 ms against 2.59-2.91 ms: too
+ * close to call. 64 KiB segments left 1 MiB at 1.88 GB/s against 1.96. */
 #define SHM_SEGMENT_BYTES (256u * 1024u)
 
 /* Bytes of one slot of the shared-memory collectives (shm_coll.c); every
@@ -330,9 +314,8 @@ coll_status_t coll__shm_wait_on(shm_ep_t *ep, int q, int which, uint64_t v);
 
 /* shm_heartbeat.c ---------------------------------------------------------- */
 
-/* Reads COLL_HEARTBEAT_TIMEOUT_MS into ep->hb_ms; a value that is not a
- * number of milliseconds >= 0 is refused with a text. */
-coll_status_t coll__shm_hb_config(shm_ep_t *ep);
+/* COLL_HEARTBEAT_TIMEOUT_MS (core/env.h) into ep->hb_ms. */
+void coll__shm_hb_config(shm_ep_t *ep);
 /* Starts the heartbeat thread (none when hb_ms is 0 or one rank). */
 coll_status_t coll__shm_hb_start(shm_ep_t *ep);
 /* Stops and joins it; a no-op if it never ran. Not from the thread. */

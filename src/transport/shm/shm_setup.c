@@ -418,7 +418,7 @@ static coll_status_t region_make(shm_setup_t *su) {
 static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   shm_ep_t *ep = calloc(1, sizeof *ep);
   pthread_condattr_t ca;
-  int64_t spin_us = SHM_SPIN_US_DEFAULT;
+  int64_t spin_us = coll__knob(COLL_ENV_SHM_SPIN_US);
   if (ep == NULL) return NULL;
   ep->peers = calloc((size_t)o->world, sizeof *ep->peers);
   if (ep->peers == NULL) {
@@ -442,8 +442,6 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   ep->bell = -1;
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
-  if (coll__env_int(COLL_ENV_SHM_SPIN_US, &spin_us) == 1 && spin_us < 0)
-    spin_us = 0;
   ep->spin_ns = spin_us * 1000;
   pthread_mutex_init(&ep->mu, NULL);
   pthread_condattr_init(&ca);
@@ -507,12 +505,14 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   shm_setup_t su = {o, NULL, -1, -1, {0}};
   coll_status_t s;
   *out = NULL;
+  /* The knobs it reads (core/env.h), refused here as at comm creation. */
+  COLL_CHECK(coll__knobs_load());
   COLL_CHECK(names_check(o));
   su.ep = ep_new(o);
   if (su.ep == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "shm setup: out of memory");
   job_digest(o, su.digest);
-  COLL_CHECK_GOTO(coll__shm_hb_config(su.ep), s, fail);
+  coll__shm_hb_config(su.ep);
   COLL_CHECK_GOTO(region_make(&su), s, fail);
   COLL_CHECK_GOTO(listen_publish(&su, rdv), s, fail);
   for (int p = 0; p < o->rank; p++) COLL_CHECK_GOTO(dial(&su, rdv, p), s, fail);

@@ -20,13 +20,7 @@
 #include "core/log.h"
 #include "transport/tcp/tcp_mesh.h"
 
-int coll__tcp_elastic_wanted(void) {
-  const char *v = coll__env(COLL_ENV_ELASTIC);
-  if (v == NULL || strcmp(v, "") == 0 || strcmp(v, "0") == 0) return 0;
-  if (strcmp(v, "1") == 0) return 1;
-  coll__err(COLL_ERR_INVALID_ARG, "COLL_ELASTIC='%s' is not 0 or 1", v);
-  return -1;
-}
+int coll__tcp_elastic_wanted(void) { return coll__knob(COLL_ENV_ELASTIC) != 0; }
 
 /* Moves exactly len bytes in (is_send 0) or out of buf on fd before the
  * deadline. COLL_ERR_PEER_LOST when the peer closed or reset its end. */

@@ -26,8 +26,8 @@ struct tcp_elastic {
   coll_tcp_xopts_t x;
 };
 
-/* 1 when COLL_ELASTIC asks for control connections, 0 when not, -1 (with
- * the error recorded) for a value that is neither 0 nor 1. Any thread. */
+/* 1 when COLL_ELASTIC asks for control connections, else 0. Any
+ * thread. */
 int coll__tcp_elastic_wanted(void);
 
 /* Builds t->el after the data mesh is up and before the loop thread runs:

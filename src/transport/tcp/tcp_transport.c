@@ -75,18 +75,11 @@ void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->congestion[0] = '\0';
 }
 
-/* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment;
- * a value that is not a number of milliseconds >= 0 is refused. */
+/* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment
+ * (a value out of its range was refused when the knobs were loaded). */
 static coll_status_t heartbeat_from_env(coll_tcp_xopts_t *x) {
-  int64_t v = COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS;
-  if (x->hb_timeout_ms >= 0) return COLL_OK;
-  if (coll__env_parse_int(COLL_ENV_HEARTBEAT_TIMEOUT_MS, &v) < 0 || v < 0)
-    return coll__err(COLL_ERR_INVALID_ARG,
-                     "COLL_HEARTBEAT_TIMEOUT_MS='%s' is not a number of "
-                     "milliseconds >= 0 (0: no heartbeats; unset: %d)",
-                     coll__env(COLL_ENV_HEARTBEAT_TIMEOUT_MS),
-                     COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS);
-  x->hb_timeout_ms = v;
+  if (x->hb_timeout_ms < 0)
+    x->hb_timeout_ms = coll__knob(COLL_ENV_HEARTBEAT_TIMEOUT_MS);
   return COLL_OK;
 }
 
@@ -108,18 +101,14 @@ static void sysctl_line(const char *path, char *buf, size_t cap) {
  * BBR, where it is the host's default, sends about 3 % of the bytes again;
  * see docs/multihost.md, "Measuring it".) */
 static coll_status_t congestion_from_env(coll_tcp_xopts_t *x) {
-  const char *v = coll__env(COLL_ENV_TCP_CONGESTION);
+  const char *v = coll__knob_text(COLL_ENV_TCP_CONGESTION);
   const char *why, *list, *who;
   char offered[256];
   int fd, rc;
   if (x->congestion[0] == '\0') {
     if (v == NULL) return COLL_OK;
-    if (strlen(v) >= sizeof x->congestion)
-      return coll__err(COLL_ERR_INVALID_ARG,
-                       "COLL_TCP_CONGESTION='%s' is longer than any "
-                       "congestion control's name (%d characters at most)",
-                       v, COLL_TCP_CC_NAME_MAX - 1);
-    memcpy(x->congestion, v, strlen(v) + 1);
+    /* Its length was checked against COLL_TCP_CC_NAME_MAX - 1 (env.h). */
+    snprintf(x->congestion, sizeof x->congestion, "%s", v);
   }
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -309,9 +298,11 @@ coll_status_t coll__tcp_transport_create_x(const coll_tcp_opts_t *o,
                                            const coll_tcp_rdv_t *rdv,
                                            const coll_tcp_xopts_t *x,
                                            coll_transport_t **out) {
-  int elastic = coll__tcp_elastic_wanted();
-  if (elastic < 0) return COLL_ERR_INVALID_ARG;
-  return coll__tcp_transport_build(o, rdv, x, elastic, -1, out);
+  /* The knobs it reads (core/env.h), refused here as at comm creation. */
+  if (out != NULL) *out = NULL;
+  COLL_CHECK(coll__knobs_load());
+  return coll__tcp_transport_build(o, rdv, x, coll__tcp_elastic_wanted(), -1,
+                                   out);
 }
 
 coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
