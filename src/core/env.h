@@ -70,7 +70,6 @@ typedef enum coll_knob_kind {
 #define COLL_WORDS_ALGO(W) \
   W(ALGO, AUTO, "auto")    \
   W(ALGO, RING, "ring")    \
-  W(ALGO, PAIR, "pair")    \
   W(ALGO, RD, "rd")        \
   W(ALGO, RH, "rh") W(ALGO, TWO_LEVEL, "twolevel") W(ALGO, SHM, "shm")
 #define COLL_WORDS_SWITCH(W) \
@@ -170,8 +169,8 @@ typedef enum coll_knob_kind {
   X(ALGO, "COLL_ALGO", COLL_KNOB_CHOICE, 0, 0, COLL_WORDS_ALGO,                \
     COLL_ALGO_AUTO, 1,                                                         \
     "allreduce algorithm: auto (default: by size, ranks and transport), "      \
-    "ring, pair (two ranks: the ring's passes woven into one stream), rd "     \
-    "(recursive doubling), rh (recursive halving, then doubling), twolevel "   \
+    "ring, rd (recursive doubling), rh (recursive halving, then doubling), "   \
+    "twolevel "                                                                \
     "(within hosts, then across), shm (through shared memory, where the "      \
     "transport has it)")                                                       \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD", COLL_KNOB_INT, 0, COLL_I64_MAX,     \

@@ -12,7 +12,7 @@
 
 /* 1 if an allreduce of `bytes` (in the work dtype) runs the ring. */
 static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == COLL_ALGO_RING || cpu->algo == COLL_ALGO_PAIR ||
+  return cpu->algo == COLL_ALGO_RING ||
          (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->ring_threshold);
 }
 
