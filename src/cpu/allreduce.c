@@ -12,8 +12,9 @@
 
 /* 1 if an allreduce of `bytes` (in the work dtype) runs the ring. */
 static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == COLL_ALGO_RING ||
-         (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->ring_threshold);
+  return cpu->tune.algo == COLL_ALGO_RING ||
+         (cpu->tune.algo == COLL_ALGO_AUTO &&
+          bytes >= cpu->tune.ring_threshold);
 }
 
 /* Whether auto takes the shared-memory allreduce (algo/allreduce_shm.c)
@@ -33,39 +34,33 @@ static int use_ring(const coll_cpu_t *cpu, size_t bytes) {
  * cores and runs differed by more than the gap; measure again on a quiet
  * machine with a core per rank before adding a threshold here. */
 static int shm_wins(const coll_cpu_t *cpu, size_t bytes) {
-  size_t below = coll__t_shared(cpu->t)->allreduce_below;
+  size_t below = cpu->tune.shm_allreduce_below;
   return cpu->comm->world > 1 && (below == 0 || bytes < below);
 }
 
 /* 1 if an allreduce of `bytes` runs through the transport's shared memory. */
 static int use_shm(const coll_cpu_t *cpu, size_t bytes) {
-  return coll__t_shared(cpu->t) != NULL &&
-         (cpu->algo == COLL_ALGO_SHM ||
-          (cpu->algo == COLL_ALGO_AUTO && shm_wins(cpu, bytes)));
+  return cpu->tune.shared &&
+         (cpu->tune.algo == COLL_ALGO_SHM ||
+          (cpu->tune.algo == COLL_ALGO_AUTO && shm_wins(cpu, bytes)));
 }
-
-/* Auto's halving-doubling allreduce ends here: above it the ring, which
- * pipelines each step in segments, measured ahead (bench/multihost.sh
- * 4x1, 1 Gbit/s links: 16 MiB 0.95x the link rate against 0.88x, 64 MiB
- * 0.88x against 0.86x; equal at 1 MiB; at 64 KiB halving-doubling 0.949x,
- * the ring 0.944x). */
-#define RH_MAX_BYTES ((size_t)1 << 20)
 
 /* 1 if it runs the halving-doubling allreduce: forced, or where the link
  * probe found it pays (a comm over hosts of one rank each, or of unequal
- * numbers, with a power-of-two world) and below RH_MAX_BYTES. */
+ * numbers, with a power-of-two world) and below its bound (tuning.c). */
 static int use_rh(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == COLL_ALGO_RH ||
-         (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->rh_threshold &&
-          bytes < RH_MAX_BYTES && !coll__topo_two_level(&cpu->topo));
+  return cpu->tune.algo == COLL_ALGO_RH ||
+         (cpu->tune.algo == COLL_ALGO_AUTO && bytes >= cpu->tune.rh_threshold &&
+          bytes < cpu->tune.rh_max && !coll__topo_two_level(&cpu->topo));
 }
 
 /* 1 if it runs the two-level allreduce: over hosts with several ranks
  * each, it sends 1/local of what the flat ring sends between hosts (it falls
  * back to the ring where the hosts hold different numbers of ranks). */
 static int use_two_level(const coll_cpu_t *cpu, size_t bytes) {
-  return cpu->algo == COLL_ALGO_TWO_LEVEL ||
-         (cpu->algo == COLL_ALGO_AUTO && bytes >= cpu->two_level_threshold &&
+  return cpu->tune.algo == COLL_ALGO_TWO_LEVEL ||
+         (cpu->tune.algo == COLL_ALGO_AUTO &&
+          bytes >= cpu->tune.two_level_threshold &&
           coll__topo_two_level(&cpu->topo));
 }
 
@@ -129,8 +124,8 @@ static coll_status_t checked(coll_cpu_t *cpu, const coll_work_t *w,
 static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
   coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
   size_t bytes = w->count * coll_dtype_size(wdt);
-  if (!cpu->check_mismatch || cpu->comm->world < 2 || w->count == 0 ||
-      coll__t_shared(cpu->t) != NULL)
+  if (!cpu->tune.check_mismatch || cpu->comm->world < 2 || w->count == 0 ||
+      cpu->tune.shared)
     return 0;
   if (use_rh_checked(cpu, w->count, wdt)) return 1;
   return bytes <= COLL_AGREE_PAYLOAD_MAX && !use_two_level(cpu, bytes) &&
@@ -144,7 +139,8 @@ static int use_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
 static int use_shm_checked(const coll_cpu_t *cpu, const coll_work_t *w) {
   size_t bytes =
       w->count * coll_dtype_size(coll__cpu_work_dtype(w->dtype, w->op));
-  return cpu->check_mismatch && cpu->comm->world > 1 && use_shm(cpu, bytes);
+  return cpu->tune.check_mismatch && cpu->comm->world > 1 &&
+         use_shm(cpu, bytes);
 }
 
 /* The shared-memory allreduce with the check folded in; recv is written

@@ -10,10 +10,10 @@
 #include <stdatomic.h>
 
 #include "algo/algo.h"
-#include "algo/link_probe.h"
 #include "algo/topo.h"
 #include "core/comm.h"
 #include "core/env.h"
+#include "cpu/tuning.h"
 
 typedef struct cpu_req cpu_req_t;
 typedef struct p2p_req p2p_req_t;
@@ -54,18 +54,19 @@ typedef struct coll_cpu {
   /* The ranks' hosts and the order the algorithms walk them in. */
   coll_topo_t topo;
 
-  /* Tuning, read once at creation. */
-  int algo; /* COLL_ALGO's word (core/env.h): COLL_ALGO_AUTO, ... */
-  size_t ring_threshold;
-  size_t two_level_threshold; /* the same for the two-level allreduce */
-  size_t rh_threshold;        /* halving-doubling from here (below the
-                                 ring's); SIZE_MAX: never */
-  size_t seg_bytes;
-  size_t seg_max_bytes; /* long blocks' segments grow up to this */
-  int seg_agree;        /* the two may differ between ranks until agreed */
-  int check_mismatch;
-  coll_link_est_t link; /* what the link probe measured; zero: no probe */
+  /* What it chooses algorithms and segments by, computed at creation
+   * (tuning.c). */
+  coll_tuning_t tune;
 } coll_cpu_t;
+
+/* tuning.c ---------------------------------------------------------------- */
+
+/* Fills cpu->tune from the transport's hints, the hosts (cpu->topo) and
+ * the knobs, agrees on one segment with the other ranks where theirs may
+ * differ, and runs the link probe where auto's thresholds depend on the
+ * links. Collective: every rank of the comm calls it at creation, with the
+ * comm otherwise ready. */
+coll_status_t coll__cpu_tune(coll_cpu_t *cpu);
 
 /* cpu_util.c ------------------------------------------------------------- */
 

@@ -22,13 +22,13 @@ void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
   ctx->deadline_ms = coll__deadline(cpu->comm->timeout_ms);
   ctx->seq = cpu->seq++;
   ctx->scratch = &cpu->scratch;
-  ctx->seg_bytes = cpu->seg_bytes;
-  ctx->seg_max_bytes = cpu->seg_max_bytes;
+  ctx->seg_bytes = cpu->tune.seg_bytes;
+  ctx->seg_max_bytes = cpu->tune.seg_max_bytes;
 }
 
 coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
   coll_algo_ctx_t ctx;
-  if (!cpu->check_mismatch || cpu->comm->world == 1) return COLL_OK;
+  if (!cpu->tune.check_mismatch || cpu->comm->world == 1) return COLL_OK;
   coll__cpu_ctx(cpu, &ctx);
   /* Where the ranks share memory, the check is a round of notes, the one
    * the shared-memory allreduce folds it into (algo/allreduce_shm.c). */
@@ -52,21 +52,18 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
  * The shared rounds lead at most sizes, and where they trail the runs
  * differed by more than the gap; measure again on a quiet machine before
  * adding a threshold. */
-static int shm_below(const coll_cpu_t *cpu, const coll_t_shared_t *sh,
-                     size_t bytes, size_t below) {
-  return sh != NULL && cpu->comm->world > 1 &&
-         (cpu->algo == COLL_ALGO_SHM ||
-          (cpu->algo == COLL_ALGO_AUTO && bytes < below));
+static int shm_below(const coll_cpu_t *cpu, size_t bytes, size_t below) {
+  return cpu->tune.shared && cpu->comm->world > 1 &&
+         (cpu->tune.algo == COLL_ALGO_SHM ||
+          (cpu->tune.algo == COLL_ALGO_AUTO && bytes < below));
 }
 
 int coll__cpu_shm_colls(const coll_cpu_t *cpu, size_t bytes) {
-  const coll_t_shared_t *sh = coll__t_shared(cpu->t);
-  return shm_below(cpu, sh, bytes, sh != NULL ? sh->others_below : 0);
+  return shm_below(cpu, bytes, cpu->tune.shm_others_below);
 }
 
 int coll__cpu_shm_reduce_scatter(const coll_cpu_t *cpu, size_t bytes) {
-  const coll_t_shared_t *sh = coll__t_shared(cpu->t);
-  return shm_below(cpu, sh, bytes, sh != NULL ? sh->reduce_scatter_below : 0);
+  return shm_below(cpu, bytes, cpu->tune.shm_reduce_scatter_below);
 }
 
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {

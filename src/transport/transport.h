@@ -93,6 +93,23 @@ int coll__t_aborted(const coll_transport_t *t);
 /* Which host each rank is on (route/route.h; world entries), or NULL:
  * every rank on one host. Any thread. */
 const int *coll__t_hosts(const coll_transport_t *t);
+/* What a transport with shared memory says of the sizes its rounds suit
+ * (coll_t_shared_t's allreduce_below, others_below, reduce_scatter_below);
+ * 0 without shared memory. The CPU backend's tuning reads these, never the
+ * fields. Any thread. */
+static inline size_t coll__t_shm_allreduce_below(const coll_transport_t *t) {
+  const coll_t_shared_t *sh = coll__t_shared(t);
+  return sh != NULL ? sh->allreduce_below : 0;
+}
+static inline size_t coll__t_shm_others_below(const coll_transport_t *t) {
+  const coll_t_shared_t *sh = coll__t_shared(t);
+  return sh != NULL ? sh->others_below : 0;
+}
+static inline size_t coll__t_shm_reduce_scatter_below(
+    const coll_transport_t *t) {
+  const coll_t_shared_t *sh = coll__t_shared(t);
+  return sh != NULL ? sh->reduce_scatter_below : 0;
+}
 
 /* The pipeline segment for a transport that states no preference (a third
  * party's): 1 MiB, what suits sockets. */

@@ -197,10 +197,10 @@ static void rank_main(int rank, int world, void *arg) {
   }
   if (j->s[rank] == COLL_OK) j->s[rank] = coll_comm_create(t, NULL, &c);
   if (j->s[rank] == COLL_OK) {
-    j->threshold[rank] = ((coll_cpu_t *)c->be)->ring_threshold;
-    j->two_level[rank] = ((coll_cpu_t *)c->be)->two_level_threshold;
-    j->rh[rank] = ((coll_cpu_t *)c->be)->rh_threshold;
-    j->link[rank] = ((coll_cpu_t *)c->be)->link;
+    j->threshold[rank] = ((coll_cpu_t *)c->be)->tune.ring_threshold;
+    j->two_level[rank] = ((coll_cpu_t *)c->be)->tune.two_level_threshold;
+    j->rh[rank] = ((coll_cpu_t *)c->be)->tune.rh_threshold;
+    j->link[rank] = ((coll_cpu_t *)c->be)->tune.link;
     j->s[rank] = check_allreduce(c, rank);
   }
   if (j->s[rank] != COLL_OK)

@@ -116,8 +116,8 @@ static void rank_main(int rank, int world, void *arg) {
              j->hosts[rank], j->own[rank]);
   j->s[rank] = coll_comm_create(t, NULL, &c);
   if (j->s[rank] != COLL_OK) goto out;
-  j->seg[rank] = ((coll_cpu_t *)c->be)->seg_bytes;
-  j->seg_max[rank] = ((coll_cpu_t *)c->be)->seg_max_bytes;
+  j->seg[rank] = ((coll_cpu_t *)c->be)->tune.seg_bytes;
+  j->seg_max[rank] = ((coll_cpu_t *)c->be)->tune.seg_max_bytes;
   check_allreduce(j, rank, c);
   if (j->s[rank] == COLL_OK && j->wrong[rank][0] == '\0')
     check_broadcast(j, rank, c);
