@@ -170,7 +170,7 @@ extern void (*coll__t_send_test_hook)(const coll_transport_t *t, int peer,
  * survivors' agreement does not wait for it). Any thread; idempotent. */
 void coll__t_leave(coll_transport_t *t);
 /* Ends this endpoint's part in the old world (pending work fails), agrees
- * with every other rank that shrinks it on who survives (algo/
+ * with every other rank that shrinks it on who survives (common/
  * shrink_agree.h), and returns this rank's endpoint among the survivors,
  * renumbered in the order of their old ranks, before the absolute
  * deadline. COLL_ERR_NOT_AVAILABLE naming the transport when it cannot

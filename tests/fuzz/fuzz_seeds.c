@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "algo/shrink_agree.h"
 #include "bootstrap/store/store_parse.h"
 #include "core/le.h"
 #include "fuzz_hs_fixture.h"
+#include "transport/common/shrink_agree.h"
 #include "transport/tcp/wire.h"
 
 static const char *g_dir;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_shrink_msg.c: arbitrary bytes through the parser of the survivors'
- * agreement (algo/shrink_agree.c: HELLO and EST messages), as one peer's
- * control stream: the first byte picks the old world (1..64), the second
+ * agreement (transport/common/shrink_agree.c: HELLO and EST messages), as one
+ * peer's control stream: the first byte picks the old world (1..64), the second
  * the sender's rank in it, then length-prefixed messages (4 bytes, little
  * endian), each decoded as the agreement decodes what a peer sent. Stops
  * at the first refusal, as the agreement then counts the peer as gone. */
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/shrink_agree.h"
 #include "core/le.h"
+#include "transport/common/shrink_agree.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "algo/shrink_agree.h"
 #include "tcp_test_util.h"
+#include "transport/common/shrink_agree.h"
 
 #define WORLD 4
 #define ITERS 40

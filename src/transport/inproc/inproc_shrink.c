@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* inproc_shrink.c: shrinking an in-process world. The survivors' agreement
- * (algo/shrink_agree.c) runs over mailboxes on a board the world's
+ * (transport/common/shrink_agree.c) runs over mailboxes on a board the world's
  * endpoints share; a rank is lost to it once its owner aborted its comm
  * or destroyed it (a thread that merely stops calling is not: the others
  * wait for it until their timeout). The first member to get past the
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/shrink_agree.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "transport/common/shrink_agree.h"
 #include "transport/inproc/inproc.h"
 #include "transport/transport.h"
 

@@ -8,7 +8,7 @@
 #ifndef COLL_TRANSPORT_TCP_ELASTIC_H
 #define COLL_TRANSPORT_TCP_ELASTIC_H
 
-#include "algo/shrink_agree.h"
+#include "transport/common/shrink_agree.h"
 #include "transport/tcp/tcp_int.h"
 #include "transport/tcp/tcp_sock.h"
 

@@ -3,8 +3,8 @@
  * against a small table of message links so that every transport that can
  * shrink runs the same protocol (shrink_agree.c has the argument for why
  * two survivors never disagree). */
-#ifndef COLL_ALGO_SHRINK_AGREE_H
-#define COLL_ALGO_SHRINK_AGREE_H
+#ifndef COLL_TRANSPORT_COMMON_SHRINK_AGREE_H
+#define COLL_TRANSPORT_COMMON_SHRINK_AGREE_H
 
 #include <stddef.h>
 #include <stdint.h>

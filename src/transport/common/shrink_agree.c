@@ -33,7 +33,7 @@
  * error. A rank whose HELLO came late is left out of the estimates of the
  * rounds before its own (it is in E only if its own round comes first),
  * and learns from E whether it is a member. */
-#include "algo/shrink_agree.h"
+#include "transport/common/shrink_agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
