@@ -13,14 +13,18 @@
 #include "core/clock.h"
 #include "core/error.h"
 
+/* Most waits here are for NCCL's launch thread, which takes tens of
+ * microseconds: yield (the thread may need this core) for the first couple
+ * of thousand looks, about a millisecond, before sleeping; sleeps then
+ * grow to 200 us, so an abort is still seen well within a millisecond. */
 void coll__nccl_backoff(unsigned *n) {
   struct timespec ts = {0, 0};
   unsigned k = (*n)++;
-  if (k < 256) {
+  if (k < 2048) {
     sched_yield();
     return;
   }
-  k -= 256;
+  k -= 2048;
   ts.tv_nsec = k < 20 ? (long)(k + 1) * 10000L : 200000L;
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }

@@ -42,7 +42,7 @@ coll_status_t coll__nccl_env_check(const char *what) {
     return COLL_OK;
   return coll__err(COLL_ERR_INVALID_ARG,
                    "%s: NCCL_COMM_BLOCKING=1 is set, which makes NCCL comms "
-                   "blocking (init.cc:1647): a blocking NCCL comm waits for "
+                   "blocking: a blocking NCCL comm waits for "
                    "peers inside NCCL, where neither the comm's timeout nor "
                    "coll_abort can end it; unset it (or set 0) for this "
                    "process",
