@@ -313,6 +313,34 @@ static void test_bad_arguments(void **state) {
   expect_usage("a multiple of 16 in 0..4080", "--offset", "8", NULL);
   expect_usage("a multiple of 16 in 0..4080", "--offset", "4096", NULL);
   expect_usage("unexpected argument", "extra", NULL);
+  expect_usage("--cost prints its own table", "--cost", "--csv", NULL);
+  expect_usage("--nccl takes --threads N and --cost", "--nccl", NULL);
+}
+
+/* --cost on CPU comms: a row per size, times that are numbers, issue no
+ * later than done, no raw columns (no NCCL of its own here). */
+static void test_cost(void **state) {
+  char *out = NULL, *err = NULL, *p;
+  size_t size = 0, count = 0;
+  double issue = -1, done = -1;
+  int rows = 0;
+  (void)state;
+  expect_ok(run_perf(2, 0, &out, &err, "--cost", "-b", "8", "-e", "64K", "-f",
+                     "8192", "-n", "20", "-w", "2", NULL),
+            out, err);
+  assert_non_null(
+      strstr(out, "# coll-perf --cost: f32 sum allreduce, 2 ranks"));
+  for (p = out; p != NULL && *p != '\0'; p = strchr(p, '\n')) {
+    if (*p == '\n') p++;
+    if (sscanf(p, " %zu %zu %lf %lf", &size, &count, &issue, &done) == 4) {
+      assert_true(issue >= 0 && done >= issue);
+      assert_int_equal(count * 4, size);
+      rows++;
+    }
+  }
+  assert_int_equal(rows, 2); /* 8 B and 64 KiB */
+  free(out);
+  free(err);
 }
 
 /* --env lists exactly the variables declared in src/core/env.h. */
@@ -430,6 +458,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_every_dtype_and_op),
       cmocka_unit_test(test_json),
       cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_cost),
       cmocka_unit_test(test_env_list),
       cmocka_unit_test(test_init_failure_text),
       cmocka_unit_test(test_peer_protocol),

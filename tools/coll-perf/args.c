@@ -40,6 +40,13 @@ static const char usage_text[] =
     "                        1M 16M 64M (those within -b/-e if given), timed\n"
     "                        for BENCH_SECONDS (default 0.5) each, in their\n"
     "                        table; -n -w -d -o -c -C do not apply\n"
+    "      --cost            the per-call cost of an f32 sum allreduce "
+    "instead\n"
+    "                        of the table: until coll_iallreduce returns and\n"
+    "                        until coll_wait returned, the slowest rank's\n"
+    "                        median, in us (-b -e -f -n -w apply)\n"
+    "      --nccl            with --threads N and --cost: NCCL comms, rank r\n"
+    "                        on CUDA device r, device buffers\n"
     "      --offset B        every buffer starts B bytes into a page (a\n"
     "                        multiple of 16 up to 4080; default: where\n"
     "                        malloc puts it); copies' speed can hang on it\n"
@@ -172,7 +179,16 @@ static const char *bad_option(char **argv, char *buf, size_t cap) {
   return argv[optind - 1];
 }
 
-enum { OPT_CSV = 256, OPT_JSON, OPT_THREADS, OPT_ENV, OPT_PEER, OPT_OFFSET };
+enum {
+  OPT_CSV = 256,
+  OPT_JSON,
+  OPT_THREADS,
+  OPT_ENV,
+  OPT_PEER,
+  OPT_OFFSET,
+  OPT_COST,
+  OPT_NCCL
+};
 
 static const struct option long_opts[] = {
     {"minbytes", required_argument, NULL, 'b'},
@@ -191,6 +207,8 @@ static const struct option long_opts[] = {
     {"env", no_argument, NULL, OPT_ENV},
     {"peer-protocol", no_argument, NULL, OPT_PEER},
     {"offset", required_argument, NULL, OPT_OFFSET},
+    {"cost", no_argument, NULL, OPT_COST},
+    {"nccl", no_argument, NULL, OPT_NCCL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -242,6 +260,8 @@ static int parse_one(int c, const char *arg, perf_opts_t *o) {
     case OPT_JSON: o->format = PERF_JSON; return -1;
     case OPT_ENV: o->list_env = 1; return -1;
     case OPT_PEER: o->peer_protocol = 1; return -1;
+    case OPT_COST: o->cost = 1; return -1;
+    case OPT_NCCL: o->nccl = 1; return -1;
     case OPT_OFFSET:
       if (parse_int(arg, 0, 4080, &o->offset) == 0 && o->offset % 16 == 0)
         return -1;
@@ -278,6 +298,12 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o) {
   }
   if (csv && json) {
     fprintf(stderr, "coll-perf: --csv and --json exclude each other\n");
+    return PERF_EXIT_USAGE;
+  }
+  if (o->cost && (csv || json || o->peer_protocol)) {
+    fprintf(stderr,
+            "coll-perf: --cost prints its own table; it excludes --csv, "
+            "--json and --peer-protocol\n");
     return PERF_EXIT_USAGE;
   }
   if (o->peer_protocol && (csv || json)) {

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* main.c: coll-perf: ranks as threads (--threads N) or as processes
- * (coll_comm_init_env), each running the benchmark in bench.c. */
+/* main.c: coll-perf: ranks as threads (--threads N, over the in-process
+ * transport, or on NCCL comms with --nccl) or as processes
+ * (coll_comm_init_env), each running the benchmark in bench.c (or the cost
+ * table of cost.c). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 #include "perf.h"
@@ -11,6 +14,7 @@
  * comm, so the others return at once instead of waiting on it. */
 typedef struct perf_threads {
   const perf_opts_t *o;
+  const perf_device_t *dev; /* --nccl */
   int world;
   coll_comm_t **comms;
   coll_abort_handle_t **aborts;
@@ -34,8 +38,59 @@ static void rank_thread(void *arg) {
   perf_threads_t *t = a->t;
   perf_rank_t pr = {t->o,      t->comms[a->rank], a->rank, t->world,
                     "threads", abort_all,         t};
-  t->rcs[a->rank] =
-      t->o->peer_protocol ? perf_peer_bench(&pr) : perf_bench(&pr);
+  if (t->o->cost)
+    t->rcs[a->rank] = perf_cost_bench(&pr, t->dev);
+  else
+    t->rcs[a->rank] =
+        t->o->peer_protocol ? perf_peer_bench(&pr) : perf_bench(&pr);
+}
+
+/* --nccl: rank r's comm by coll_comm_init_rank on its own thread (the
+ * ranks of an NCCL init wait for each other), on the device's rank r. */
+typedef struct nccl_init {
+  perf_threads_t *t;
+  coll_unique_id_t id;
+  int rank;
+  coll_status_t s;
+} nccl_init_t;
+
+static void nccl_init_thread(void *arg) {
+  nccl_init_t *a = arg;
+  perf_threads_t *t = a->t;
+  coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
+  t->dev->select(a->rank);
+  a->s =
+      coll_comm_init_rank(a->rank, t->world, &a->id, &cfg, &t->comms[a->rank]);
+  if (a->s != COLL_OK)
+    fprintf(stderr, "coll-perf: rank %d: coll_comm_init_rank failed: %s: %s\n",
+            a->rank, coll_status_name(a->s), coll_last_error());
+  else
+    a->s = coll_comm_abort_handle(t->comms[a->rank], &t->aborts[a->rank]);
+}
+
+static int make_nccl_comms(perf_threads_t *t) {
+  nccl_init_t *a = calloc((size_t)t->world, sizeof *a);
+  uv_thread_t *th = calloc((size_t)t->world, sizeof *th);
+  coll_unique_id_t id;
+  coll_status_t s = COLL_ERR_NO_MEMORY;
+  int i, started = 0, bad = 0;
+  if (a != NULL && th != NULL) s = coll_unique_id_create(&id);
+  if (s != COLL_OK) {
+    fprintf(stderr, "coll-perf: --nccl: %s: %s\n", coll_status_name(s),
+            coll_last_error());
+    bad = 1;
+  }
+  for (i = 0; !bad && i < t->world; i++) {
+    a[i] = (nccl_init_t){t, id, i, COLL_OK};
+    if (uv_thread_create(&th[i], nccl_init_thread, &a[i]) != 0) break;
+    started++;
+  }
+  for (i = 0; i < started; i++) uv_thread_join(&th[i]);
+  for (i = 0; i < started; i++) bad |= a[i].s != COLL_OK;
+  bad |= started < t->world;
+  free(a);
+  free(th);
+  return bad ? -1 : 0;
 }
 
 static int check_root(const perf_opts_t *o, int world, int print) {
@@ -82,8 +137,8 @@ static void free_comms(perf_threads_t *t) {
   }
 }
 
-static int run_threads(const perf_opts_t *o) {
-  perf_threads_t t = {o, o->threads, NULL, NULL, NULL};
+static int run_threads(const perf_opts_t *o, const perf_device_t *dev) {
+  perf_threads_t t = {o, dev, o->threads, NULL, NULL, NULL};
   uv_thread_t *th = calloc((size_t)t.world, sizeof *th);
   perf_thread_arg_t *args = calloc((size_t)t.world, sizeof *args);
   int rc = PERF_EXIT_FAILED, started = 0, i;
@@ -95,7 +150,7 @@ static int run_threads(const perf_opts_t *o) {
     fprintf(stderr, "coll-perf: out of memory\n");
     goto out;
   }
-  if (make_comms(&t) != 0) goto out_comms;
+  if ((o->nccl ? make_nccl_comms(&t) : make_comms(&t)) != 0) goto out_comms;
   for (; started < t.world; started++) {
     args[started] = (perf_thread_arg_t){&t, started};
     if (uv_thread_create(&th[started], rank_thread, &args[started]) != 0) {
@@ -149,7 +204,16 @@ static int run_env(const perf_opts_t *o) {
   pr.rank = coll_comm_rank(comm);
   pr.world = coll_comm_size(comm);
   rc = check_root(o, pr.world, pr.rank == 0);
-  if (rc == 0) rc = o->peer_protocol ? perf_peer_bench(&pr) : perf_bench(&pr);
+  if (rc == 0 && o->cost && strcmp(coll_comm_backend(comm), "cpu") != 0) {
+    fprintf(stderr,
+            "coll-perf: --cost under a launcher takes CPU comms; "
+            "for NCCL comms use --threads N --nccl\n");
+    rc = PERF_EXIT_USAGE;
+  } else if (rc == 0 && o->cost) {
+    rc = perf_cost_bench(&pr, NULL);
+  } else if (rc == 0) {
+    rc = o->peer_protocol ? perf_peer_bench(&pr) : perf_bench(&pr);
+  }
   if ((s = coll_comm_destroy(comm)) != COLL_OK) {
     fprintf(stderr, "coll-perf: rank %d: coll_comm_destroy failed: %s: %s\n",
             pr.rank, coll_status_name(s), coll_last_error());
@@ -158,7 +222,8 @@ static int run_env(const perf_opts_t *o) {
   return rc;
 }
 
-int main(int argc, char **argv) {
+int perf_main(int argc, char **argv, const perf_device_t *(*device)(void)) {
+  const perf_device_t *dev = NULL;
   perf_opts_t o = {.min_bytes = 32u << 20,
                    .max_bytes = 32u << 20,
                    .factor = 2,
@@ -176,9 +241,17 @@ int main(int argc, char **argv) {
     perf_print_env();
     return 0;
   }
+  if (o.nccl) {
+    if (o.threads <= 0 || !o.cost) {
+      fprintf(stderr, "coll-perf: --nccl takes --threads N and --cost\n");
+      return PERF_EXIT_USAGE;
+    }
+    dev = device != NULL ? device() : NULL;
+    if (dev == NULL || dev->setup(o.threads) != 0) return PERF_EXIT_FAILED;
+  }
   if (o.threads > 0) {
     if ((rc = check_root(&o, o.threads, 1)) != 0) return rc;
-    return run_threads(&o);
+    return run_threads(&o, dev);
   }
   return run_env(&o);
 }

@@ -40,7 +40,35 @@ typedef struct perf_opts {
   int sizes_given;   /* 1: -b was on the command line; 2: -e; 3: both */
   int offset;        /* --offset: buffers start this far into a page; -1:
                         where malloc puts them */
+  int nccl;          /* --nccl: --threads ranks on NCCL comms, a CUDA
+                        device each, device buffers */
+  int cost;          /* --cost: the per-call cost table (cost.c) */
 } perf_opts_t;
+
+/* Device buffers, for --nccl: the CUDA runtime (device_cuda.c) in
+ * coll-perf, a host-memory stand-in in the tests' build. Every slot is
+ * called from the rank's own thread except setup. */
+typedef struct perf_device {
+  const char *name;
+  /* Before the ranks start: 0, or -1 with the reason printed. */
+  int (*setup)(int world);
+  /* Makes the rank's device current on the calling thread. */
+  void (*select)(int rank);
+  void *(*alloc)(int rank, size_t bytes); /* NULL when out of memory */
+  void (*free)(void *p);
+  /* Host to device and back, finished when they return. */
+  int (*upload)(void *dev, const void *host, size_t bytes);
+  int (*download)(void *host, const void *dev, size_t bytes);
+  /* Optional: the same allreduce straight through NCCL, for the cost
+   * table's "raw" columns. open makes rank's NCCL comm (every rank's
+   * thread calls it), call issues one allreduce of count floats and
+   * returns the time until NCCL took it (us) in *issue_us and until the
+   * stream finished it in *done_us. */
+  void *(*raw_open)(int rank, int world);
+  int (*raw_call)(void *raw, const void *send, void *recv, size_t count,
+                  double *issue_us, double *done_us);
+  void (*raw_close)(void *raw);
+} perf_device_t;
 
 /* bench.c: a buffer of `bytes` (> 0) starting `offset` bytes into a page
  * (offset < 0: malloc's, zeroed with zero). *raw is what perf_buf_free
@@ -118,6 +146,19 @@ void perf_report_begin(perf_report_t *r, const perf_opts_t *o, int world,
 void perf_report_row(perf_report_t *r, const perf_row_t *row);
 /* failed: a call failed, so the table may be incomplete. */
 void perf_report_end(perf_report_t *r, int failed);
+
+/* cost.c: one rank's per-call cost of allreduce (f32 sum) at each size:
+ * the time until coll_iallreduce returns and until coll_wait returned, the
+ * slowest rank's mean, beside NCCL's own when dev has a raw path. Returns 0
+ * or PERF_EXIT_FAILED. */
+int perf_cost_bench(const perf_rank_t *pr, const perf_device_t *dev);
+
+/* main.c: coll-perf with a device provider for --nccl (NULL: none); the
+ * executable's main calls it. */
+int perf_main(int argc, char **argv, const perf_device_t *(*device)(void));
+/* device_cuda.c: device buffers through the CUDA runtime, loaded at run
+ * time (NULL with the reason printed when it is not there). */
+const perf_device_t *perf_device_cuda(void);
 
 /* env_list.c */
 void perf_print_env(void);
