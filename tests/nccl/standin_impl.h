@@ -144,7 +144,8 @@ typedef struct si_job {
   si_job_kind_t kind;
   uv_thread_t th;
   int started, done, joined;
-  int refs; /* comms whose job it still is */
+  int refs;     /* comms whose job it still is */
+  int delay_us; /* the launch delay when the job was made */
   ncclResult_t result;
   /* launch */
   si_call_t calls[SI_MAXCALLS];

@@ -76,9 +76,9 @@ void si_launch_progress(void) { uv_cond_broadcast(&si.cv); }
 static void launch_run(void *p) {
   si_job_t *job = p;
   int i;
-  if (si.cfg.launch_delay_us > 0) {
-    struct timespec ts = {si.cfg.launch_delay_us / 1000000,
-                          (long)(si.cfg.launch_delay_us % 1000000) * 1000};
+  if (job->delay_us > 0) {
+    struct timespec ts = {job->delay_us / 1000000,
+                          (long)(job->delay_us % 1000000) * 1000};
     nanosleep(&ts, NULL);
   }
   uv_mutex_lock(&si.mu);
@@ -124,6 +124,7 @@ static ncclResult_t launch_async(si_call_t *calls, int n) {
   job = calloc(1, sizeof *job);
   if (job == NULL) return ncclSystemError;
   job->kind = SI_JOB_LAUNCH;
+  job->delay_us = si.cfg.launch_delay_us;
   memcpy(job->calls, calls, (size_t)n * sizeof *calls);
   job->n = n;
   for (i = 0; i < n; i++) arrive(&calls[i]); /* peers may connect now */

@@ -110,9 +110,9 @@ static void child_run(void *p) {
   ncclResult_t r = ncclSuccess;
   si_clique_t *q;
   int i, waited = 0;
-  if (si.cfg.launch_delay_us > 0) {
-    struct timespec ts = {si.cfg.launch_delay_us / 1000000,
-                          (long)(si.cfg.launch_delay_us % 1000000) * 1000};
+  if (job->delay_us > 0) {
+    struct timespec ts = {job->delay_us / 1000000,
+                          (long)(job->delay_us % 1000000) * 1000};
     nanosleep(&ts, NULL);
   }
   uv_mutex_lock(&si.mu);
@@ -170,6 +170,7 @@ static si_job_t *child_job(struct ncclComm *c, ncclComm_t *out,
                            ncclConfig_t *config, const char *kind) {
   si_job_t *job = calloc(1, sizeof *job);
   job->kind = SI_JOB_CHILD;
+  job->delay_us = si.cfg.launch_delay_us;
   job->parent = c;
   job->out = out;
   job->nonblocking = si_nonblocking(config, c->nonblocking);
