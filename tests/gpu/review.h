@@ -107,6 +107,31 @@ int rv_aborter_start(rv_aborter_t *a, coll_abort_handle_t *h, double delay_ms);
  * coll_abort (then it is left running, and the process should end). */
 int rv_aborter_join(rv_aborter_t *a, double limit_ms);
 
+/* ---- a rank of a coll-run job (review_ranks.c) -----------------------------
+ */
+typedef struct rk {
+  const char *name;
+  char label[64]; /* "name (rank r)" */
+  coll_comm_t *c;
+  int rank, world;
+  cudaStream_t s;
+  void *dsend, *drecv;
+  unsigned char *host, *back;
+  size_t cap; /* bytes of each buffer */
+} rk_t;
+/* Makes the comm from coll-run's environment (coll_comm_init_env) and the
+ * buffers. Returns 1, or 0 after a FAIL line, or RV_EXIT_SKIP when
+ * `skip_init` and the init failed (a SKIP line from rank 0). */
+int rk_open(rk_t *k, const char *name, const char *backend, int64_t timeout_ms,
+            size_t cap, int skip_init);
+void rk_close(rk_t *k);
+/* Rank r's element i: small even integers, exact in every dtype. */
+double rk_val(int r, size_t i);
+/* dev[0..n) := rk_val(r, first + i) in dt. */
+int rk_put(rk_t *k, void *dev, coll_dtype_t dt, size_t n, int r, size_t first);
+/* 0xA5 into drecv, ordered before what follows on the comm's stream. */
+int rk_poison(rk_t *k);
+
 /* ---- the steps ------------------------------------------------------------
  * Each prints its lines and returns the process's exit code. */
 int rv_probe(void);
@@ -122,5 +147,12 @@ int rv_cpu_rank(void);
 int rv_rank2_colls(void);
 int rv_rank2_exchange(void);
 int rv_rank2_abort(void);
+int rv_rank2_order(void);
+int rv_rank2_abort_held(void);
+int rv_rank2_queued_timeout(void);
+int rv_rank2_shrink(void);
+int rv_rank2_latency(void);
+int rv_init_blocking(void);
+int rv_m6_probe(void);
 
 #endif

@@ -43,8 +43,12 @@ static int watchdog_try(ab_t *a, int64_t limit, int hold, const char *note) {
   coll_abort_handle_t *h = NULL;
   coll_comm_t *c = NULL;
   coll_status_t s, s2;
-  /* libcoll's deadlines are whole milliseconds: allow 2 ms of rounding. */
-  double t0, took, lo = (double)limit - 2.0, hi = (double)limit + 700.0;
+  /* The allreduce never starts before the hold ends (hold > 2 * limit), so
+   * it times out at twice the timeout from the call (N5 of the second
+   * review; before that it waited for the hold, then completed: FAIL).
+   * libcoll's deadlines are whole milliseconds: 2 ms of rounding. */
+  double t0, took, lo = 2.0 * (double)limit - 2.0,
+                   hi = 2.0 * (double)limit + 700.0;
   int aborted;
   cfg.timeout_ms = limit;
   cfg.name = "review-watchdog";
@@ -67,13 +71,13 @@ static int watchdog_try(ab_t *a, int64_t limit, int hold, const char *note) {
                      a->s1);
   took = rv_now_ms() - t0;
   aborted = coll_is_aborted(h);
-  rv_check(s == COLL_ERR_TIMEOUT && took >= lo && took <= hi && aborted,
-           a->name,
-           "comm timeout_ms %lld, host function holding the stream %d ms: "
-           "blocking allreduce returned %s after %.1f ms (want ERR_TIMEOUT "
-           "in [%lld, %.0f], 2 ms of rounding allowed); coll_is_aborted %d%s",
-           (long long)limit, hold, rv_status(s), took, (long long)limit, hi,
-           aborted, note);
+  rv_check(
+      s == COLL_ERR_TIMEOUT && took >= lo && took <= hi && aborted, a->name,
+      "comm timeout_ms %lld, host function holding the stream %d ms: "
+      "blocking allreduce returned %s after %.1f ms (want ERR_TIMEOUT "
+      "in [%.0f, %.0f]: twice the timeout, as it never started; 2 ms of "
+      "rounding allowed); coll_is_aborted %d%s",
+      (long long)limit, hold, rv_status(s), took, lo + 2.0, hi, aborted, note);
   s2 = coll_allreduce(c, a->dsend, a->drecv, AB_COUNT, COLL_F32, COLL_SUM,
                       a->s1);
   /* The stream drains once the host function returns; then destroy. */
@@ -90,7 +94,8 @@ out:
   return 1;
 }
 
-/* Comm timeout 200 ms behind a 1 s host function. The config's timeout
+/* Comm timeout 200 ms behind a 1 s host function: TIMEOUT at 400 ms. The
+ * config's timeout
  * bounds the init too; should a world-1 init on this machine need more than
  * 200 ms, the same check runs scaled up (1500 ms behind 4 s). */
 int rv_watchdog(void) {

@@ -68,8 +68,12 @@ int rv_probe(void) {
            (unsigned)p.pciDomainID, (unsigned)p.pciBusID,
            (unsigned)p.pciDeviceID);
   }
-  rv_check(1, "probe-cuda", "%d device(s); CUDA driver %d.%d, runtime %d.%d", n,
-           drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+  /* The second review: this line could not fail. A device, and a driver
+   * that serves this runtime, are what every later step needs. */
+  rv_check(n > 0 && drv >= rt, "probe-cuda",
+           "%d device(s); CUDA driver %d.%d, runtime %d.%d (the driver must "
+           "be at least the runtime's)",
+           n, drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
   probe_nccl();
   s = coll_unique_id_create(&id);
   rv_check(s == COLL_OK, "probe-libcoll",
@@ -102,13 +106,27 @@ static const struct {
      "the same: isend+irecv 64 MiB each way, send waited first"},
     {"rank2-abort", rv_rank2_abort,
      "the same: rank 1 idles 10 s, rank 0 aborts at 1 s"},
+    {"rank2-order", rv_rank2_order,
+     "the same: 200 iallreduce read back on the stream without coll_wait"},
+    {"rank2-abort-held-stream", rv_rank2_abort_held,
+     "the same: coll_abort while a host function holds the stream 3 s"},
+    {"rank2-queued-timeout", rv_rank2_queued_timeout,
+     "the same: rank 1 silent, rank 0 waits a request queued behind another"},
+    {"rank2-shrink", rv_rank2_shrink,
+     "the same: a healthy split, then an abort and a shrink without rank 1"},
+    {"rank2-latency", rv_rank2_latency,
+     "the same: libcoll vs NCCL per call, 8 B to 64 MiB"},
+    {"init-blocking", rv_init_blocking,
+     "NCCL_COMM_BLOCKING=1: a world-2 init is refused at once"},
+    {"m6-probe", rv_m6_probe,
+     "driver initialised, no context, CPU allreduce: no context made"},
 };
 
 static int usage(FILE *f, int code) {
   size_t i;
   fprintf(f, "usage: review_gpu STEP\n\nsteps:\n");
   for (i = 0; i < sizeof steps / sizeof steps[0]; i++)
-    fprintf(f, "  %-15s %s\n", steps[i].name, steps[i].what);
+    fprintf(f, "  %-24s %s\n", steps[i].name, steps[i].what);
   return code;
 }
 

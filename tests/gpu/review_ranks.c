@@ -16,26 +16,15 @@
 /* Rank r's element i: a multiple of 4 in [-44, 44], so sums over up to 4
  * ranks divide by the world exactly, and everything below fits in the 8
  * significant bits of bf16. */
-static double val(int r, size_t i) {
+double rk_val(int r, size_t i) {
   return 4.0 * (double)((long)((i * 7 + (size_t)r * 3) % 23) - 11);
 }
-
-typedef struct rk {
-  const char *name;
-  char label[64]; /* "name (rank r)" */
-  coll_comm_t *c;
-  int rank, world;
-  cudaStream_t s;
-  void *dsend, *drecv;
-  unsigned char *host, *back;
-  size_t cap; /* bytes of each buffer */
-} rk_t;
 
 /* Makes the comm from coll-run's environment and the buffers. Returns 1,
  * or 0 after a FAIL line, or RV_EXIT_SKIP when `skip_init` and the init
  * failed (a SKIP line from rank 0, a note from the others). */
-static int rk_open(rk_t *k, const char *name, const char *backend,
-                   int64_t timeout_ms, size_t cap, int skip_init) {
+int rk_open(rk_t *k, const char *name, const char *backend, int64_t timeout_ms,
+            size_t cap, int skip_init) {
   coll_comm_config_t cfg = COLL_COMM_CONFIG_INIT;
   coll_status_t s;
   memset(k, 0, sizeof *k);
@@ -75,7 +64,7 @@ static int rk_open(rk_t *k, const char *name, const char *backend,
          k->host != NULL;
 }
 
-static void rk_close(rk_t *k) {
+void rk_close(rk_t *k) {
   coll_status_t s = coll_comm_destroy(k->c);
   if (s != COLL_OK) rv_check(0, k->label, "destroy: %s", rv_status(s));
   if (k->s != NULL) cudaStreamSynchronize(k->s);
@@ -86,16 +75,15 @@ static void rk_close(rk_t *k) {
   free(k->host);
 }
 
-/* dev[0..n) := val(r, first + i) in dt. */
-static int rk_put(rk_t *k, void *dev, coll_dtype_t dt, size_t n, int r,
-                  size_t first) {
+/* dev[0..n) := rk_val(r, first + i) in dt. */
+int rk_put(rk_t *k, void *dev, coll_dtype_t dt, size_t n, int r, size_t first) {
   size_t i;
-  for (i = 0; i < n; i++) rv_put(dt, k->host, i, val(r, first + i));
+  for (i = 0; i < n; i++) rv_put(dt, k->host, i, rk_val(r, first + i));
   return rv_upload(k->label, dev, k->host, n * coll_dtype_size(dt));
 }
 
 /* 0xA5 into drecv, ordered before what follows on the comm's stream. */
-static int rk_poison(rk_t *k) {
+int rk_poison(rk_t *k) {
   return rv_cuda(k->label, "cudaMemsetAsync",
                  cudaMemsetAsync(k->drecv, 0xA5, k->cap, k->s));
 }
@@ -123,10 +111,10 @@ static int rk_same(rk_t *k, const void *dev, coll_dtype_t dt, size_t n,
 
 static double want_reduced(const rk_t *k, size_t i, void *arg) {
   coll_op_t op = *(const coll_op_t *)arg;
-  double acc = val(0, i), x;
+  double acc = rk_val(0, i), x;
   int r;
   for (r = 1; r < k->world; r++) {
-    x = val(r, i);
+    x = rk_val(r, i);
     if (op == COLL_MAX)
       acc = acc > x ? acc : x;
     else
@@ -138,29 +126,29 @@ static double want_reduced(const rk_t *k, size_t i, void *arg) {
 static double want_gathered(const rk_t *k, size_t i, void *arg) {
   size_t n = *(const size_t *)arg;
   (void)k;
-  return val((int)(i / n), i % n);
+  return rk_val((int)(i / n), i % n);
 }
 
-/* Block `rank` of the sums of val(r, j) over j in [0, world * n). */
+/* Block `rank` of the sums of rk_val(r, j) over j in [0, world * n). */
 static double want_scattered(const rk_t *k, size_t i, void *arg) {
   size_t n = *(const size_t *)arg, j = (size_t)k->rank * n + i;
   double acc = 0;
   int r;
-  for (r = 0; r < k->world; r++) acc += val(r, j);
+  for (r = 0; r < k->world; r++) acc += rk_val(r, j);
   return acc;
 }
 
 static double want_root1(const rk_t *k, size_t i, void *arg) {
   (void)k;
   (void)arg;
-  return val(1, i);
+  return rk_val(1, i);
 }
 
 /* Rank 0 scaled by 0.25, rank 1 by 0.75, summed (two ranks). */
 static double want_premul(const rk_t *k, size_t i, void *arg) {
   size_t first = *(const size_t *)arg;
   (void)k;
-  return 0.25 * val(0, first + i) + 0.75 * val(1, first + i);
+  return 0.25 * rk_val(0, first + i) + 0.75 * rk_val(1, first + i);
 }
 
 /* allreduce of each dtype x op, out of place, read back on the stream. */
@@ -219,7 +207,7 @@ static void rk_rooted_and_gathers(rk_t *k, size_t n) {
            : ok         ? "exact"
                         : why);
 
-  /* val(0, i) never equals val(1, i): rank 0 starts with other values. */
+  /* rk_val(0, i) never equals rk_val(1, i): rank 0 starts with other values. */
   if (!rk_put(k, k->drecv, COLL_BF16, n, k->rank, 0)) return;
   s = coll_broadcast(k->c, k->drecv, n, COLL_BF16, 1, k->s);
   ok = s == COLL_OK &&
@@ -369,13 +357,13 @@ int rv_rank2_exchange(void) {
   snprintf(why, sizeof why, "%s", ok ? "data not read" : "data not checked");
   if (ok && received == N &&
       rv_download(k.label, k.back, k.drecv, (size_t)N * 4, k.s)) {
-    for (i = 0; i < N; i++) rv_put(COLL_F32, k.host, i, val(peer, i));
+    for (i = 0; i < N; i++) rv_put(COLL_F32, k.host, i, rk_val(peer, i));
     i = rv_first_diff(k.back, k.host, N, 4);
     if (i == N)
       snprintf(why, sizeof why, "data exact");
     else
       snprintf(why, sizeof why, "element %zu is %.9g, want %.9g", i,
-               rv_get(COLL_F32, k.back, i), val(peer, i));
+               rv_get(COLL_F32, k.back, i), rk_val(peer, i));
     ok = i == N;
   } else {
     ok = 0;
