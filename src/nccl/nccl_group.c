@@ -266,6 +266,15 @@ static void group_mark(coll_group_t *g, int in_group) {
   }
 }
 
+/* 1 if a comm of the group failed (NCCL returned an error for its call
+ * inside the open group). */
+static int group_failed(coll_group_t *g) {
+  int i;
+  for (i = 0; i < g->ndev; i++)
+    if (atomic_load(&((coll_nccl_be_t *)g->comms[i]->be)->failed)) return 1;
+  return 0;
+}
+
 /* Enqueues w on every device inside one NCCL group (the single-thread rule
  * for several devices) under every comm's issue guard, then waits outside
  * the guards. A failure inside the group is recorded and the comms are
@@ -320,16 +329,17 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
       s2 = coll__nccl_enqueue_error(be, res, what);
       if (s == COLL_OK) s = s2;
     }
-  } else if (s != COLL_OK) {
-    /* A call NCCL refused fails the group; the others' calls did not
-     * run. */
+  } else if (s != COLL_OK && group_failed(g)) {
+    /* A call NCCL refused fails the whole group, every comm of it
+     * (group.cc:381-390); a refusal of libcoll's reached no NCCL call and
+     * sticks to none. */
+    char why[COLL_ERRMSG_MAX];
+    coll__err_save(why);
     for (i = 0; i < g->ndev; i++) {
       coll_nccl_be_t *be = g->comms[i]->be;
-      char why[COLL_ERRMSG_MAX];
-      coll__err_save(why);
       if (!atomic_load(&be->failed)) coll__nccl_fail(be, s, 1);
-      coll__err_restore(why);
     }
+    coll__err_restore(why);
   }
   group_mark(g, 0);
   if (s != COLL_OK) goto done;

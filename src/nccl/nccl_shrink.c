@@ -228,6 +228,13 @@ coll_status_t coll__nccl_shrink_exclude(coll_comm_t *c, const int *exclude,
     if (s != COLL_OK && !comm_failed(be)) return s;
   }
   failed = comm_failed(be);
+  if (failed) {
+    /* An abort under way on another thread (its flag seen, its teardown
+     * not yet) finishes under the guard: after this, how it left NCCL's
+     * comm (revoked, parked, reaped) is final. */
+    uv_mutex_lock(&c->abort->guard);
+    uv_mutex_unlock(&c->abort->guard);
+  }
   /* Claimed from the start, as for an init: a handle serves one comm. */
   if (h != NULL) COLL_CHECK(coll__abort_handle_bind(h, "comm_shrink"));
   timeout = coll__config_timeout_ms(cfg);

@@ -15,7 +15,13 @@
  * comm's kernels, and abort then waits for the streams to pass them; an
  * argument error poisons a nonblocking comm; NCCL_COMM_BLOCKING overrides
  * the config. Two threads inside calls on one comm at once are recorded as
- * misuse (NCCL has no lock there). */
+ * misuse (NCCL has no lock there).
+ *
+ * Not modelled: the legacy default stream's synchronisation with the other
+ * blocking streams of a device (NULL is just the device's default stream
+ * here); and what the runtime answers for the current device after
+ * cuCtxSetCurrent(NULL), which is taken to be device 0 (not verified on a
+ * GPU). */
 #ifndef COLL_TEST_STANDIN_H
 #define COLL_TEST_STANDIN_H
 

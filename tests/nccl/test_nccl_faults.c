@@ -364,6 +364,14 @@ static void test_group_closes_before_abort(void **state) {
   (void)state;
   assert_int_equal(coll_group_create(devs, 2, &g), COLL_OK);
   for (i = 0; i < 2; i++) bufs[i] = standin_dev_alloc(i, 4 * sizeof(float));
+  /* A refusal of libcoll's inside the group reaches no NCCL call: it
+   * sticks to no comm. */
+  assert_int_equal(coll_group_allreduce(g, (void *const *)bufs, 2, 4, COLL_I8,
+                                        COLL_AVG, NULL, 0),
+                   COLL_ERR_UNSUPPORTED);
+  assert_int_equal(coll_group_allreduce(g, (void *const *)bufs, 2, 4, COLL_F32,
+                                        COLL_SUM, NULL, 0),
+                   COLL_OK);
   standin_fail_after(1, ncclSystemError);
   assert_int_equal(coll_group_allreduce(g, (void *const *)bufs, 2, 4, COLL_F32,
                                         COLL_SUM, NULL, 0),
