@@ -49,6 +49,16 @@
  * peer is between the two: no buffer is read after its owner's call
  * returned.
  *
+ * "single copy" (processes of one host, from the transport's copy_from):
+ * the direct mode over memory this rank cannot address: it copies what it
+ * needs out of its peers' buffers once, through the kernel (the provider's
+ * peer_read). Rank k reduces slice k in chunks of CMA_CHUNK: each peer's
+ * piece of the chunk is copied into scratch and combined, in rank order,
+ * then the chunk goes to k's output; after every rank's RED it copies
+ * every other slice out of its owner's output straight into its own. Two
+ * copies per byte fewer than the slots (in, and out of, shared memory),
+ * at the price of one more wait (RED) and a system call per chunk.
+ *
  * On a failure (a rank lost or unresponsive, an abort, the deadline) it
  * fails the transport, so peers waiting on this rank's flags learn of it
  * at once. */
@@ -56,6 +66,7 @@
 #include <string.h>
 
 #include "algo/agree.h"
+#include "algo/shm_direct.h"
 #include "algo/shm_round.h"
 
 /* Up to this many bytes in all, every rank reduces the whole piece.
@@ -74,6 +85,7 @@ typedef struct shm_ar {
   coll_reduce_fn_t fn;
   size_t es;
   int rank, world;
+  int copies; /* the direct mode copies through the kernel (single copy) */
   /* The descriptor the first round publishes and checks, or NULL. */
   const coll_desc_t *check;
 } shm_ar_t;
@@ -81,16 +93,19 @@ typedef struct shm_ar {
 /* A note: the descriptor's wire form, then whether the round carries the
  * allreduce's data through the slots (1), straight from the callers'
  * buffers (NOTE_DIRECT), or only the check (0); in the direct mode the
- * input's and the output's addresses follow at NOTE_PTRS. */
+ * input's and the output's addresses follow (shm_direct.h). */
 #define NOTE_DATA COLL_AGREE_DESC_BYTES
 #define NOTE_BYTES (COLL_AGREE_DESC_BYTES + 1)
 #define NOTE_DIRECT 2
-#define NOTE_PTRS 48
-_Static_assert(NOTE_PTRS >= NOTE_BYTES &&
-                   NOTE_PTRS + 2 * sizeof(void *) <= COLL_T_NOTE_BYTES,
-               "the direct mode's addresses fit the note after the check");
+_Static_assert(SHM_DIRECT_NOTE_PTRS >= NOTE_BYTES,
+               "the direct mode's addresses follow the check");
 /* The direct mode's in-place reduction goes through scratch this large. */
 #define DIRECT_CHUNK (64u * 1024u)
+/* The single copy's chunk: each peer's piece of it is copied into scratch
+ * by one system call, then combined; two of them (the sum and the piece
+ * arriving) stay within the second-level cache, and one call moves enough
+ * to make its fixed cost small. */
+#define CMA_CHUNK (256u * 1024u)
 
 /* Reduces n elements at offset `off` (bytes) of every rank's slot b into
  * dst, in rank order. */
@@ -123,12 +138,9 @@ static void note_write(shm_ar_t *A, int b, int data) {
 }
 
 /* Rank r's input (k 0) or output (k 1) in the direct mode, from its note
- * of buffer b. */
-static char *note_ptr(const shm_ar_t *A, int r, int b, int k) {
-  const unsigned char *note = A->sh->note(A->tctx, r, b);
-  char *p;
-  memcpy(&p, note + NOTE_PTRS + (size_t)k * sizeof p, sizeof p);
-  return p;
+ * of the current round. */
+static char *note_ptr(const shm_ar_t *A, int r, int k) {
+  return coll__shm_direct_ptr(&A->S, r, k);
 }
 
 /* After every rank's IN: COLL_OK if every rank's note of buffer b says what
@@ -235,52 +247,90 @@ static coll_status_t reading(shm_ar_t *A, const char *what) {
  * this rank's output: in place through `tmp` in chunks of DIRECT_CHUNK
  * bytes (this rank's input is an operand), else straight into the
  * output. */
-static void direct_reduce(shm_ar_t *A, int b, char *dst, char *tmp, size_t lo,
+static void direct_reduce(shm_ar_t *A, char *dst, char *tmp, size_t lo,
                           size_t cnt) {
   size_t chunk = DIRECT_CHUNK / A->es, done;
   for (done = 0; done < cnt; done += chunk) {
     size_t n = cnt - done < chunk ? cnt - done : chunk;
     size_t off = (lo + done) * A->es;
     char *to = tmp != NULL ? tmp : dst + off;
-    memcpy(to, note_ptr(A, 0, b, 0) + off, n * A->es);
-    for (int r = 1; r < A->world; r++) A->fn(to, note_ptr(A, r, b, 0) + off, n);
+    memcpy(to, note_ptr(A, 0, 0) + off, n * A->es);
+    for (int r = 1; r < A->world; r++) A->fn(to, note_ptr(A, r, 0) + off, n);
     if (tmp != NULL) memcpy(dst + off, tmp, n * A->es);
   }
+}
+
+/* The single copy's reduction of slice [lo, lo + cnt): chunk by chunk,
+ * every rank's piece (this rank's from src, the peers' copied into `in`)
+ * combined in rank order into `acc`, then written to the output. */
+static coll_status_t copy_reduce(shm_ar_t *A, const char *src, char *dst,
+                                 char *acc, char *in, size_t lo, size_t cnt) {
+  size_t chunk = CMA_CHUNK / A->es, done;
+  for (done = 0; done < cnt; done += chunk) {
+    size_t n = cnt - done < chunk ? cnt - done : chunk;
+    size_t off = (lo + done) * A->es, len = n * A->es;
+    for (int r = 0; r < A->world; r++) {
+      const char *from = r == A->rank ? src + off : note_ptr(A, r, 0) + off;
+      if (r == 0) {
+        COLL_CHECK(coll__shm_direct_read(&A->S, r, acc, from, len, "inputs"));
+      } else if (r == A->rank) {
+        A->fn(acc, from, n);
+      } else {
+        COLL_CHECK(coll__shm_direct_read(&A->S, r, in, from, len, "inputs"));
+        A->fn(acc, in, n);
+      }
+    }
+    memcpy(dst + off, acc, len);
+  }
+  return COLL_OK;
+}
+
+/* Every other rank's slice, from its output into this rank's. */
+static coll_status_t gather_slices(shm_ar_t *A, char *dst, size_t count) {
+  size_t lo, cnt;
+  if (!A->copies) COLL_CHECK(reading(A, "copying the peers' slices"));
+  for (int r = 0; r < A->world; r++) {
+    if (r == A->rank) continue;
+    slice_of(A, count, r, &lo, &cnt);
+    if (cnt == 0) continue;
+    if (A->copies)
+      COLL_CHECK(coll__shm_direct_read(&A->S, r, dst + lo * A->es,
+                                       note_ptr(A, r, 1) + lo * A->es,
+                                       cnt * A->es, "slices"));
+    else
+      memcpy(dst + lo * A->es, note_ptr(A, r, 1) + lo * A->es, cnt * A->es);
+  }
+  if (!A->copies) A->sh->read_end(A->tctx);
+  return COLL_OK;
 }
 
 /* The whole call in the direct mode, src to dst (see the top). */
 static coll_status_t direct_run(shm_ar_t *A, const char *src, char *dst,
                                 size_t count) {
-  unsigned char *note;
   char *tmp = NULL;
   size_t lo, cnt;
-  int b;
-  if (src == dst) {
-    tmp = coll__scratch_get(A->S.run.ctx->scratch, DIRECT_CHUNK);
+  if (A->copies || src == dst) {
+    size_t need = A->copies ? 2 * (size_t)CMA_CHUNK : DIRECT_CHUNK;
+    tmp = coll__scratch_get(A->S.run.ctx->scratch, need);
     if (tmp == NULL)
       return coll__algo_fail(&A->S.run, COLL_ERR_NO_MEMORY, "reduce chunk");
   }
   COLL_CHECK(coll__shm_round_next(&A->S));
-  b = A->S.b;
-  note = A->sh->note(A->tctx, A->rank, b);
-  if (A->check != NULL) note_write(A, b, NOTE_DIRECT);
-  memcpy(note + NOTE_PTRS, &src, sizeof src);
-  memcpy(note + NOTE_PTRS + sizeof src, &dst, sizeof dst);
-  COLL_CHECK(post_in(A, b, "addresses"));
+  if (A->check != NULL) note_write(A, A->S.b, NOTE_DIRECT);
+  coll__shm_direct_publish(&A->S, src, dst);
+  COLL_CHECK(post_in(A, A->S.b, "addresses"));
   slice_of(A, count, A->rank, &lo, &cnt);
-  COLL_CHECK(reading(A, "reducing from the peers' inputs"));
-  if (cnt > 0) direct_reduce(A, b, dst, tmp, lo, cnt);
-  A->sh->read_end(A->tctx);
+  if (A->copies) {
+    if (cnt > 0)
+      COLL_CHECK(copy_reduce(A, src, dst, tmp, tmp + CMA_CHUNK, lo, cnt));
+  } else {
+    COLL_CHECK(reading(A, "reducing from the peers' inputs"));
+    if (cnt > 0) direct_reduce(A, dst, tmp, lo, cnt);
+    A->sh->read_end(A->tctx);
+  }
   coll__shm_round_post(&A->S, COLL_T_FLAG_RED);
   COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_RED, "slices"));
-  COLL_CHECK(reading(A, "copying the peers' slices"));
-  for (int r = 0; r < A->world; r++) {
-    if (r == A->rank) continue;
-    slice_of(A, count, r, &lo, &cnt);
-    if (cnt > 0)
-      memcpy(dst + lo * A->es, note_ptr(A, r, b, 1) + lo * A->es, cnt * A->es);
-  }
-  A->sh->read_end(A->tctx);
+  COLL_CHECK(gather_slices(A, dst, count));
   coll__shm_round_post(&A->S, COLL_T_FLAG_OUT);
   /* Peers may still be copying this rank's slice out of its output. */
   COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_OUT, "readers"));
@@ -297,6 +347,7 @@ static coll_status_t setup(shm_ar_t *A, const coll_algo_ctx_t *ctx,
   A->rank = A->S.self;
   A->world = A->S.world;
   A->check = NULL;
+  A->copies = 0;
   A->fn = coll__algo_kernel(A->S.run.what, dt, op);
   if (A->fn == NULL) return COLL_ERR_INVALID_ARG;
   return COLL_OK;
@@ -312,6 +363,10 @@ static coll_status_t run_rounds(shm_ar_t *A, const char *src, char *dst,
   if (A->sh->direct_from > 0 && A->sh->read_begin != NULL &&
       count * A->es >= A->sh->direct_from)
     return direct_run(A, src, dst, count);
+  if (coll__shm_direct_copies(&A->S, count * A->es)) {
+    A->copies = 1;
+    return direct_run(A, src, dst, count);
+  }
   do {
     size_t n = count - done < per_round ? count - done : per_round;
     COLL_CHECK(round_run(A, n > 0 ? src + done * A->es : NULL,

@@ -6,10 +6,55 @@
  * into its output: each input is written once and read once, each output
  * written once. The ring instead sends world-1 partial sums through
  * messages and reduces on every hop. Every element is combined in rank
- * order, whatever the size. */
+ * order, whatever the size.
+ *
+ * Large inputs between processes (shm_direct.h): one round, every rank
+ * publishes where its input is, then reduces its own block chunk by chunk,
+ * each peer's piece copied once through the kernel into scratch and
+ * combined in rank order, straight into its output; it returns once every
+ * rank posted OUT (peers may still copy from its input until then). */
 #include <string.h>
 
+#include "algo/shm_direct.h"
 #include "algo/shm_round.h"
+
+/* The single copy's chunk: two of them (the sum and the piece arriving)
+ * stay within the second-level cache. */
+#define CMA_CHUNK (256u * 1024u)
+
+static coll_status_t single_copy(shm_run_t *S, coll_reduce_fn_t fn,
+                                 const char *in, char *out, size_t count,
+                                 size_t es) {
+  size_t chunk = CMA_CHUNK / es, done;
+  char *acc = coll__scratch_get(S->run.ctx->scratch, 2 * (size_t)CMA_CHUNK);
+  char *piece = acc + CMA_CHUNK;
+  if (acc == NULL)
+    return coll__algo_fail(&S->run, COLL_ERR_NO_MEMORY, "reduce chunk");
+  COLL_CHECK(coll__shm_round_next(S));
+  coll__shm_direct_publish(S, in, NULL);
+  coll__shm_round_post(S, COLL_T_FLAG_IN);
+  COLL_CHECK(coll__shm_round_wait(S, COLL_T_FLAG_IN, "the addresses"));
+  for (done = 0; done < count; done += chunk) {
+    size_t n = count - done < chunk ? count - done : chunk;
+    size_t off = ((size_t)S->self * count + done) * es, len = n * es;
+    for (int r = 0; r < S->world; r++) {
+      const char *from =
+          (r == S->self ? in : coll__shm_direct_ptr(S, r, 0)) + off;
+      if (r == 0)
+        COLL_CHECK(coll__shm_direct_read(S, r, acc, from, len, "inputs"));
+      else if (r == S->self)
+        fn(acc, from, n);
+      else {
+        COLL_CHECK(coll__shm_direct_read(S, r, piece, from, len, "inputs"));
+        fn(acc, piece, n);
+      }
+    }
+    memcpy(out + done * es, acc, len);
+  }
+  coll__shm_round_post(S, COLL_T_FLAG_OUT);
+  COLL_CHECK(coll__shm_round_wait(S, COLL_T_FLAG_OUT, "readers"));
+  return coll__algo_done(&S->run);
+}
 
 coll_status_t coll__reduce_scatter_shm(const coll_algo_ctx_t *ctx,
                                        const void *src, void *dst, size_t count,
@@ -27,6 +72,8 @@ coll_status_t coll__reduce_scatter_shm(const coll_algo_ctx_t *ctx,
     memcpy(out, in, count * es);
     return COLL_OK;
   }
+  if (coll__shm_direct_copies(&S, count * es * (size_t)S.world))
+    return single_copy(&S, fn, in, out, count, es);
   /* A piece for each rank side by side in one slot. */
   per_round = S.sh->slot_bytes / es / (size_t)S.world;
   if (per_round == 0)

@@ -116,6 +116,20 @@ typedef struct coll_provider {
    * at creation. NULL: none. */
   const coll_t_shared_t *(*rounds)(void *ctx);
 
+  /* Single copy between the processes of one host: copies len bytes at
+   * `from`, an address in `peer`'s own memory that the peer published (a
+   * note of the rounds), into dst, in one copy through the kernel (cross-
+   * memory attach), where the rounds' slots copy twice. The peer's memory
+   * is only read, never written: a peer that returned early (an abort)
+   * leaves this rank with bytes it then never uses, never a fault. Fails
+   * with PEER_LOST naming the peer when its process is gone, with the
+   * peer's own failure when it closed, with a text. The collectives
+   * designed for shared memory use it for buffers of at least
+   * hints.copy_from bytes. NULL: none (the endpoint's probe at creation
+   * found that this kernel refuses it). One thread per endpoint. */
+  coll_status_t (*peer_read)(void *ctx, int peer, void *dst, const void *from,
+                             size_t len);
+
   /* What the CPU backend tunes from. Zero: not said. */
   coll_t_hints_t hints;
 } coll_provider_t;

@@ -160,6 +160,19 @@ const coll_t_hints_t *coll__t_hints(const coll_transport_t *t) {
   return &t->p.hints;
 }
 
+size_t coll__t_copy_from(const coll_transport_t *t) {
+  return t->p.peer_read != NULL ? t->p.hints.copy_from : 0;
+}
+
+coll_status_t coll__t_peer_read(coll_transport_t *t, int peer, void *dst,
+                                const void *from, size_t len) {
+  if (t->p.peer_read == NULL)
+    return coll__err(COLL_ERR_INTERNAL,
+                     "transport %s: no single copy from rank %d's memory",
+                     t->name, peer);
+  return t->p.peer_read(t->ctx, peer, dst, from, len);
+}
+
 const char *coll__t_name(const coll_transport_t *t) { return t->name; }
 
 int coll__t_aborted(const coll_transport_t *t) {

@@ -27,6 +27,9 @@ typedef struct coll_t_hints {
                          host is not crowded; 0: seg_bytes */
   size_t seg_local;   /* the segment between ranks of this host, where
                          another endpoint carries them (route/); 0: none */
+  size_t copy_from;   /* the collectives designed for shared memory read
+                         buffers of at least this many bytes straight from
+                         their owners (the provider's peer_read); 0: never */
 } coll_t_hints_t;
 
 /* A transport's shared memory, as the shared-memory collectives
@@ -86,6 +89,15 @@ const coll_t_shared_t *coll__t_shared(const coll_transport_t *t);
 void *coll__t_shared_arg(const coll_transport_t *t);
 /* The provider's hints (provider.h). Any thread. */
 const coll_t_hints_t *coll__t_hints(const coll_transport_t *t);
+/* Single copy (provider.h, peer_read): the size from which the
+ * collectives designed for shared memory read peers' buffers directly, or
+ * 0 where the endpoint cannot. Any thread. */
+size_t coll__t_copy_from(const coll_transport_t *t);
+/* Copies len bytes at `from` in comm rank peer's memory into dst (see
+ * provider.h); on a failure, a text naming the peer. Only where
+ * coll__t_copy_from is not 0. One thread. */
+coll_status_t coll__t_peer_read(coll_transport_t *t, int peer, void *dst,
+                                const void *from, size_t len);
 /* The provider's name ("tcp", "shm", ...). Any thread. */
 const char *coll__t_name(const coll_transport_t *t);
 /* 1 once the endpoint was aborted or failed. Any thread. */

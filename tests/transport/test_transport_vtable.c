@@ -305,10 +305,14 @@ static void test_segment_for_crowded_hosts(void **state) {
   assert_int_equal(coll_inproc_create(1, &one), COLL_OK);
   plain = with_hints(one, 0, 1, (coll_t_hints_t){.seg_bytes = 256u << 10});
   t[0] = with_hints(in[0], 0, 4,
-                    (coll_t_hints_t){256u << 10, 1u << 20, 2u << 20, 0});
+                    (coll_t_hints_t){.seg_bytes = 256u << 10,
+                                     .seg_crowded = 1u << 20,
+                                     .seg_large = 2u << 20});
   t[1] = in[1];
   t[2] = in[2];
-  t[3] = with_hints(in[3], 3, 4, (coll_t_hints_t){256u << 10, 1u << 20, 0, 0});
+  t[3] = with_hints(
+      in[3], 3, 4,
+      (coll_t_hints_t){.seg_bytes = 256u << 10, .seg_crowded = 1u << 20});
   assert_int_equal(coll__t_segment_bytes_for(plain, 1), 256u << 10);
   /* No host table yet: nothing says the host is crowded. */
   assert_int_equal(coll__t_segment_bytes_for(t[0], 1), 256u << 10);

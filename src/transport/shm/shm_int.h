@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "coll.h"
 #include "core/desync.h"
@@ -29,7 +30,7 @@
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
-#define SHM_VERSION 4u
+#define SHM_VERSION 5u
 
 /* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
  * cell, and big messages move in copies large enough to run near memcpy
@@ -60,6 +61,14 @@
  * one round's inputs stay within the second-level cache while they are
  * reduced. See algo/allreduce_shm.c for how it was chosen. */
 #define SHM_COLL_SLOT (256u * 1024u)
+
+/* Buffers from which the collectives designed for shared memory read their
+ * peers' buffers with a single copy (shm_cma.c) instead of moving them
+ * through the slots: a guess until measured (bench/shm-single-copy.sh
+ * compares both paths size by size on a quiet machine). Below it the
+ * slots' two copies run from cache and cost less than the extra round and
+ * the system calls. */
+#define SHM_COPY_FROM (1u << 20)
 
 typedef struct shm_cell_hdr {
   uint32_t tag;
@@ -187,7 +196,8 @@ typedef struct shm_peer {
   uint64_t tx_head;   /* last head seen on tx (cached) */
   shm_req_t *sq_head, *sq_tail; /* sends in order; the head is streaming */
   shm_rx_t in;
-  int lost; /* 1: hung up (what is in its ring is still read), 2: failed */
+  pid_t pid; /* its process (SO_PEERCRED), for single copies */
+  int lost;  /* 1: hung up (what is in its ring is still read), 2: failed */
   coll_status_t lost_status;
   char why[200];
 } shm_peer_t;
@@ -232,6 +242,13 @@ typedef struct shm_ep {
   atomic_int flag_waiters;
   /* The shared-memory collectives' round counter (one thread per comm). */
   uint64_t coll_round;
+  /* Single copy (shm_cma.c): the word of private memory peers read back
+   * at setup, whether this rank could read every peer's (cma_mine; why
+   * not in cma_why), and whether every rank could (cma): only then is the
+   * provider's peer_read set. */
+  volatile uint64_t probe;
+  int cma_mine, cma;
+  char cma_why[160];
 } shm_ep_t;
 
 /* The comm rank of member p: what texts, origins and callers see. */
@@ -311,6 +328,23 @@ extern const coll_t_shared_t coll__shm_shared;
  * may still post it or has posted it since (a peer that posted, finished
  * the round and left does not fail the wait); else why the wait ends. */
 coll_status_t coll__shm_wait_on(shm_ep_t *ep, int q, int which, uint64_t v);
+
+/* shm_cma.c ---------------------------------------------------------------- */
+
+/* The single-copy threshold (SHM_COPY_FROM, or the test seam's). */
+size_t coll__shm_copy_from(void);
+/* Fills ep->probe with a value a peer cannot guess by chance. */
+void coll__shm_probe_init(shm_ep_t *ep);
+/* Reads back peer p's probe word (at addr, holding val, in its process
+ * pid = ep->peers[p].pid); clears ep->cma_mine, with why, if it cannot. */
+void coll__shm_probe_peer(shm_ep_t *ep, int p, uint64_t addr, uint64_t val);
+/* Once every peer is met: tells every peer whether this rank could read
+ * them all and hears theirs over the sockets, before the deadline; sets
+ * ep->cma when all could, else logs why not at INFO. */
+coll_status_t coll__shm_cma_agree(shm_ep_t *ep, int64_t deadline);
+/* The provider's peer_read slot (provider.h). */
+coll_status_t coll__shm_peer_read(void *ctx, int peer, void *dst,
+                                  const void *from, size_t len);
 
 /* shm_heartbeat.c ---------------------------------------------------------- */
 

@@ -6,7 +6,9 @@
  * lower rank; each pair then swaps a hello and both descriptors with
  * SCM_RIGHTS and keeps the socket connected: its hangup is how a peer's
  * end shows. A peer must have this process's uid (SO_PEERCRED) and the same
- * job id and token (a digest in the hello). */
+ * job id and token (a digest in the hello). The hello also names a word of
+ * the sender's private memory, which the peer reads back to learn whether
+ * single copies between them work (shm_cma.c). */
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -43,6 +45,7 @@ typedef struct shm_hello {
   uint32_t version, rank, world, cells;
   uint64_t region_bytes;
   uint8_t digest[COLL_SHA256_BYTES];
+  uint64_t probe_addr, probe_val; /* the sender's probe word (shm_cma.c) */
 } shm_hello_t;
 
 typedef struct shm_setup {
@@ -82,6 +85,8 @@ static void hello_fill(const shm_setup_t *su, shm_hello_t *h) {
   h->cells = su->ep->lay.cells;
   h->region_bytes = su->ep->lay.region_bytes;
   memcpy(h->digest, su->digest, sizeof h->digest);
+  h->probe_addr = (uint64_t)(uintptr_t)&su->ep->probe;
+  h->probe_val = su->ep->probe;
 }
 
 /* Why a hello is refused, or NULL. */
@@ -186,15 +191,20 @@ static coll_status_t recv_hello(int fd, int64_t deadline, shm_hello_t *h,
   return COLL_OK;
 }
 
-static int same_uid(int fd) {
+/* 1 if the process at the other end of fd has this process's uid; its
+ * pid (as this process sees it) in *pid. */
+static int same_uid(int fd, pid_t *pid) {
   struct ucred cr;
   socklen_t len = sizeof cr;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
+  *pid = cr.pid;
   return cr.uid == getuid();
 }
 
-/* Maps peer p's region from its memfd and keeps its socket and doorbell. */
-static coll_status_t adopt(shm_setup_t *su, int p, int sock, int fds[2]) {
+/* Maps peer p's region from its memfd, keeps its socket and doorbell, and
+ * probes single copies from it (its hello h, its process pid). */
+static coll_status_t adopt(shm_setup_t *su, int p, int sock, int fds[2],
+                           const shm_hello_t *h, pid_t pid) {
   shm_ep_t *ep = su->ep;
   shm_peer_t *pr = &ep->peers[p];
   shm_hdr_t *ph;
@@ -225,6 +235,8 @@ static coll_status_t adopt(shm_setup_t *su, int p, int sock, int fds[2]) {
   pr->sock = sock;
   pr->tx = coll__shm_ring(m, &ep->lay, ep->rank);
   pr->rx = coll__shm_ring(ep->region, &ep->lay, p);
+  pr->pid = pid;
+  coll__shm_probe_peer(ep, p, h->probe_addr, h->probe_val);
   return COLL_OK;
 }
 
@@ -247,6 +259,7 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
   int fds[2] = {-1, -1}, fd;
   const char *bad;
   coll_status_t s;
+  pid_t pid = 0;
   int name = coll__shm_name(su->ep, p);
   COLL_CHECK(rdv->lookup(rdv->ctx, p, text, sizeof text, su->o->deadline_ms));
   if (addr_parse(text, &a, &alen) != 0)
@@ -266,7 +279,7 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
     }
     nanosleep(&ms, NULL);
   }
-  if (!same_uid(fd)) {
+  if (!same_uid(fd, &pid)) {
     s = coll__err(COLL_ERR_PROTOCOL,
                   "rank %d's socket %s belongs to another user", name, text);
     goto fail;
@@ -279,7 +292,7 @@ static coll_status_t dial(shm_setup_t *su, const coll_shm_rdv_t *rdv, int p) {
     s = coll__err(COLL_ERR_PROTOCOL, "rank %d's hello: %s", name, bad);
     goto fail;
   }
-  COLL_CHECK_GOTO(adopt(su, p, fd, fds), s, fail);
+  COLL_CHECK_GOTO(adopt(su, p, fd, fds, &h, pid), s, fail);
   return COLL_OK;
 fail:
   close_fds(fds, 2);
@@ -311,6 +324,7 @@ static coll_status_t accept_all(shm_setup_t *su, const coll_shm_rdv_t *rdv) {
     int64_t l = left_ms(su->o->deadline_ms), hd;
     shm_hello_t h;
     int fds[2], fd, ready;
+    pid_t pid = 0;
     const char *bad;
     if (l == 0)
       return coll__err(COLL_ERR_TIMEOUT,
@@ -330,7 +344,7 @@ static coll_status_t accept_all(shm_setup_t *su, const coll_shm_rdv_t *rdv) {
       if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
       return sys_err("accept");
     }
-    if (!same_uid(fd)) {
+    if (!same_uid(fd, &pid)) {
       COLL_WARN(COLL_LOG_BOOT, "shm: dropped a connection from another user");
       close(fd);
       continue;
@@ -349,7 +363,7 @@ static coll_status_t accept_all(shm_setup_t *su, const coll_shm_rdv_t *rdv) {
                         ep->peers[h.rank].region != NULL))
       bad = "a rank that is not expected";
     if (bad == NULL && send_hello(su, fd) != COLL_OK) bad = coll_last_error();
-    if (bad == NULL && adopt(su, (int)h.rank, fd, fds) != COLL_OK)
+    if (bad == NULL && adopt(su, (int)h.rank, fd, fds, &h, pid) != COLL_OK)
       bad = coll_last_error();
     if (bad != NULL) {
       COLL_WARN(COLL_LOG_BOOT, "shm: refused a hello: %s", bad);
@@ -440,6 +454,8 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
     ep->name_world = o->name_world;
   }
   ep->bell = -1;
+  coll__shm_probe_init(ep);
+  ep->cma_mine = 1;
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
   ep->spin_ns = spin_us * 1000;
@@ -503,6 +519,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
                                          const coll_shm_rdv_t *rdv,
                                          coll_transport_t **out) {
   shm_setup_t su = {o, NULL, -1, -1, {0}};
+  coll_provider_t prov;
   coll_status_t s;
   *out = NULL;
   /* The knobs it reads (core/env.h), refused here as at comm creation. */
@@ -520,11 +537,16 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   close(su.lfd);
   close(su.mfd);
   su.lfd = su.mfd = -1;
+  COLL_CHECK_GOTO(coll__shm_cma_agree(su.ep, o->deadline_ms), s, fail);
   COLL_CHECK_GOTO(coll__shm_hb_start(su.ep), s, fail);
-  COLL_CHECK_GOTO(
-      coll__t_create(coll__shm_provider(), su.ep,
-                     coll__shm_name(su.ep, o->rank), su.ep->name_world, out),
-      s, fail);
+  prov = *coll__shm_provider();
+  if (su.ep->cma) {
+    prov.peer_read = coll__shm_peer_read;
+    prov.hints.copy_from = coll__shm_copy_from();
+  }
+  COLL_CHECK_GOTO(coll__t_create(&prov, su.ep, coll__shm_name(su.ep, o->rank),
+                                 su.ep->name_world, out),
+                  s, fail);
   if (o->names == NULL) {
     COLL_INFO(COLL_LOG_BOOT,
               "rank %d/%d: shared-memory transport, %u cells "

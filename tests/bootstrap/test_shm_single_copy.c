@@ -1,0 +1,461 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_shm_single_copy.c: single copies between forked rank processes over
+ * the shared-memory transport (transport/shm/shm_cma.c, algo/shm_direct.h):
+ * a rank reads its peers' buffers with cross-memory attach instead of
+ * through the shared slots. With the threshold forced down to one byte,
+ * allreduce (every dtype and op, in place and out of place), broadcast
+ * (every root), allgather and reduce-scatter (every dtype and op) at 2, 3
+ * and 4 ranks, bit-exact against the serial reference in rank order that
+ * the slots also meet, with single copies counted; the same with the
+ * probe forced to fail on every rank, and on one rank only: no single copy
+ * anywhere, the same results, and the fallback said at INFO. Then a rank
+ * killed (kill -9) while a peer copies from its memory is PEER_LOST
+ * naming it, on every other rank. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "boot_test.h"
+#include "coll.h"
+#include "cpu/cpu.h"
+#include "test_util.h"
+#include "transport/shm/shm.h"
+
+#define MAX_RANKS 4
+#define CHILD_MS 120000
+
+enum { CASE_ON, CASE_OFF, CASE_ONE_REFUSES, CASE_KILL };
+
+typedef struct rank_out {
+  int status; /* coll_status_t of the step that failed; -1 a wrong result */
+  char msg[400];
+  int checked;       /* collectives checked */
+  long copies;       /* single copies this rank made */
+  size_t copy_from;  /* the endpoint's single-copy threshold */
+  int said_fallback; /* the INFO log says there is no single copy */
+  pid_t pid;
+} rank_out_t;
+
+typedef struct job {
+  int world, port, rank, kase;
+  rank_out_t *out;
+} job_t;
+
+#define fail_out(o, s, ...) \
+  bt_fail_out(&(o)->status, (o)->msg, sizeof(o)->msg, s, __VA_ARGS__)
+
+static int quick(void) {
+  const char *q = getenv("TEST_QUICK");
+  return q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
+}
+
+static const coll_op_t ops[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN,
+                                COLL_AVG};
+#define NOPS (sizeof ops / sizeof ops[0])
+
+/* ---- counting single copies, and the kill in the middle of one ---------- */
+
+static long copies;
+static const job_t *kill_job; /* CASE_KILL on rank 0 */
+static int kill_armed;
+
+/* Waits until pid is gone or a zombie: its memory can no longer be read. */
+static void wait_dead(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  for (int i = 0; i < 20000; i++) {
+    char buf[256] = {0}, *p;
+    FILE *f = fopen(path, "r");
+    size_t n;
+    if (f == NULL) return;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (p == NULL || (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))) return;
+    test_sleep_ms(1);
+  }
+}
+
+static void on_copy(int peer, size_t len) {
+  (void)len;
+  copies++;
+  if (kill_job != NULL && kill_armed && peer == kill_job->world - 1) {
+    pid_t victim = kill_job->out[peer].pid;
+    kill_armed = 0;
+    kill(victim, SIGKILL);
+    wait_dead(victim);
+  }
+}
+
+/* ---- the collectives --------------------------------------------------- */
+
+static int same(const void *a, const void *b, size_t n, size_t *at) {
+  const unsigned char *x = a, *y = b;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != y[i]) {
+      *at = i;
+      return 0;
+    }
+  return 1;
+}
+
+/* The largest sizes check the chunking, not the kernels (the smaller ones
+ * run every op in the same mode): SUM and MIN there, SUM alone under
+ * TEST_QUICK. */
+static int big_skip(int big, coll_op_t op) {
+  return big && op != COLL_SUM && (quick() || op != COLL_MIN);
+}
+
+/* Allreduce bytes: one element; a few cache lines (some ranks' slices
+ * empty); past the in-process chunk; a slice of several single-copy
+ * chunks at every world. */
+static size_t ar_sizes(size_t es, size_t *out) {
+  size_t k = 0;
+  out[k++] = es;
+  out[k++] = 5 * 64 + es;
+  out[k++] = 64 * 1024 + es;
+  out[k++] = (2u << 20) + 3 * es;
+  return k;
+}
+
+static void allreduces(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+  for (int d = 0; d < COLL_DTYPE_COUNT && !o->status; d++) {
+    coll_dtype_t dt = (coll_dtype_t)d;
+    size_t es = coll_dtype_size(dt), sz[4], k = ar_sizes(es, sz);
+    for (size_t b = 0; b < k && !o->status; b++)
+      for (size_t q = 0; q < NOPS && !o->status; q++) {
+        size_t n = sz[b] / es, at;
+        coll_op_t op = ops[q];
+        int in_place = (int)((b + q) & 1);
+        char *mine, *got, *want;
+        coll_status_t s;
+        if (big_skip(b == k - 1, op)) continue;
+        mine = malloc(n * es);
+        got = malloc(n * es);
+        want = malloc(n * es);
+        if (mine == NULL || got == NULL || want == NULL ||
+            bt_reference(want, dt, op, world, 0, n) != 0) {
+          fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+          goto next;
+        }
+        bt_fill_values(mine, dt, op, rank, n);
+        if (in_place) memcpy(got, mine, n * es);
+        s = coll_allreduce(c, in_place ? got : mine, got, n, dt, op, NULL);
+        if (s != COLL_OK)
+          fail_out(o, s, "allreduce %s %s %zu: %s", coll_dtype_name(dt),
+                   coll_op_name(op), n, coll_last_error());
+        else if (!same(got, want, n * es, &at))
+          fail_out(o, COLL_OK,
+                   "allreduce %s %s %zu (%s): element %zu differs from the "
+                   "serial reference in rank order",
+                   coll_dtype_name(dt), coll_op_name(op), n,
+                   in_place ? "in place" : "out of place", at / es);
+        o->checked++;
+      next:
+        free(mine);
+        free(got);
+        free(want);
+      }
+  }
+}
+
+static const size_t other_sizes[] = {8, 72, 300 * 1024 + 8};
+#define NOTHER (sizeof other_sizes / sizeof other_sizes[0])
+
+static void broadcasts(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+  for (size_t b = 0; b < NOTHER && !o->status; b++)
+    for (int root = 0; root < world && !o->status; root++) {
+      size_t n = other_sizes[b], at;
+      char *buf = malloc(n), *want = malloc(n);
+      coll_status_t s;
+      if (buf == NULL || want == NULL) {
+        fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+      } else {
+        bt_fill_values(want, COLL_U8, COLL_SUM, 50 + root, n);
+        if (rank == root)
+          memcpy(buf, want, n);
+        else
+          memset(buf, 0xee, n);
+        s = coll_broadcast(c, buf, n, COLL_U8, root, NULL);
+        if (s != COLL_OK)
+          fail_out(o, s, "broadcast %zu from %d: %s", n, root,
+                   coll_last_error());
+        else if (!same(buf, want, n, &at))
+          fail_out(o, COLL_OK, "broadcast %zu from %d: byte %zu differs", n,
+                   root, at);
+        o->checked++;
+      }
+      free(buf);
+      free(want);
+    }
+}
+
+static void allgathers(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+  for (size_t b = 0; b < NOTHER && !o->status; b++) {
+    size_t n = other_sizes[b], at, all_n = n * (size_t)world;
+    int in_place = (int)(b & 1);
+    char *all = malloc(all_n), *want = malloc(all_n), *mine = malloc(n);
+    coll_status_t s;
+    if (all == NULL || want == NULL || mine == NULL) {
+      fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+      goto next;
+    }
+    for (int r = 0; r < world; r++)
+      bt_fill_values(want + (size_t)r * n, COLL_U8, COLL_SUM, r, n);
+    memset(all, 0xee, all_n);
+    bt_fill_values(mine, COLL_U8, COLL_SUM, rank, n);
+    if (in_place) memcpy(all + (size_t)rank * n, mine, n);
+    s = coll_allgather(c, in_place ? all + (size_t)rank * n : mine, all, n,
+                       COLL_U8, NULL);
+    if (s != COLL_OK)
+      fail_out(o, s, "allgather %zu: %s", n, coll_last_error());
+    else if (!same(all, want, all_n, &at))
+      fail_out(o, COLL_OK, "allgather %zu (%s): byte %zu differs", n,
+               in_place ? "in place" : "out of place", at);
+    o->checked++;
+  next:
+    free(all);
+    free(want);
+    free(mine);
+  }
+}
+
+static void reduce_scatters(coll_comm_t *c, int rank, int world,
+                            rank_out_t *o) {
+  for (int d = 0; d < COLL_DTYPE_COUNT && !o->status; d++) {
+    coll_dtype_t dt = (coll_dtype_t)d;
+    size_t es = coll_dtype_size(dt);
+    for (size_t b = 0; b < NOTHER && !o->status; b++)
+      for (size_t q = 0; q < NOPS && !o->status; q++) {
+        coll_op_t op = ops[q];
+        size_t n = other_sizes[b] / es > 0 ? other_sizes[b] / es : 1, at;
+        if (big_skip(b == NOTHER - 1, op)) continue;
+        size_t in_n = n * es * (size_t)world;
+        char *send = malloc(in_n), *got = malloc(n * es),
+             *want = malloc(n * es);
+        coll_status_t s;
+        if (send == NULL || got == NULL || want == NULL ||
+            bt_reference(want, dt, op, world, rank, n) != 0) {
+          fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+          goto next;
+        }
+        for (int r = 0; r < world; r++)
+          bt_fill_values(send + (size_t)r * n * es, dt, op, rank + 4 * r, n);
+        s = coll_reduce_scatter(c, send, got, n, dt, op, NULL);
+        if (s != COLL_OK)
+          fail_out(o, s, "reduce-scatter %s %s %zu: %s", coll_dtype_name(dt),
+                   coll_op_name(op), n, coll_last_error());
+        else if (!same(got, want, n * es, &at))
+          fail_out(o, COLL_OK,
+                   "reduce-scatter %s %s %zu: element %zu differs from the "
+                   "serial reference in rank order",
+                   coll_dtype_name(dt), coll_op_name(op), n, at / es);
+        o->checked++;
+      next:
+        free(send);
+        free(got);
+        free(want);
+      }
+  }
+}
+
+/* The number of collectives results() checks on each rank. */
+static int results_count(int world) {
+  int big = quick() ? 1 : 2;
+  int ar = COLL_DTYPE_COUNT * (3 * (int)NOPS + big);
+  int rs = COLL_DTYPE_COUNT * (((int)NOTHER - 1) * (int)NOPS + big);
+  return ar + (int)NOTHER * world + (int)NOTHER + rs;
+}
+
+static void results(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+  allreduces(c, rank, world, o);
+  broadcasts(c, rank, world, o);
+  allgathers(c, rank, world, o);
+  reduce_scatters(c, rank, world, o);
+}
+
+/* Rank 0 kills the last rank in the middle of its fourth allreduce, just
+ * before it copies from the victim's memory: every survivor fails naming
+ * it. */
+static void kill_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+  size_t n = 1 << 18;
+  float *a = calloc(n, sizeof *a);
+  int victim = j->world - 1;
+  char want[48];
+  coll_status_t s = COLL_OK;
+  if (a == NULL) {
+    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+    return;
+  }
+  if (j->rank == 0) kill_job = j;
+  for (int it = 0; it < 10 && s == COLL_OK; it++) {
+    if (it == 3 && j->rank == 0) kill_armed = 1;
+    s = coll_allreduce(c, a, a, n, COLL_F32, COLL_SUM, NULL);
+  }
+  free(a);
+  snprintf(want, sizeof want, "rank %d lost", victim);
+  if (s != COLL_ERR_PEER_LOST || strstr(coll_last_error(), want) == NULL)
+    fail_out(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
+             "expected PEER_LOST naming %s: %s: %s", want, coll_status_name(s),
+             coll_last_error());
+}
+
+/* 1 if the log this rank wrote so far (stderr, a temporary file) holds
+ * `part`. */
+static int log_says(FILE *log, const char *part) {
+  char line[1024];
+  int found = 0;
+  fflush(stderr);
+  rewind(log);
+  while (!found && fgets(line, sizeof line, log) != NULL)
+    found = strstr(line, part) != NULL;
+  fseek(log, 0, SEEK_END);
+  return found;
+}
+
+static int rank_main(void *p) {
+  job_t *j = p;
+  rank_out_t *o = &j->out[j->rank];
+  coll_comm_t *c = NULL;
+  coll_status_t s;
+  FILE *log = tmpfile();
+  o->pid = getpid();
+  if (log == NULL || dup2(fileno(log), 2) < 0) {
+    fail_out(o, COLL_ERR_SYSTEM, "no log file: %s", strerror(errno));
+    return 0;
+  }
+  bt_launch_env(j->rank, j->world, j->port);
+  setenv("COLL_TRANSPORT", "shm", 1);
+  unsetenv("COLL_ALGO");
+  setenv("COLL_TIMEOUT_MS", "30000", 1);
+  coll__shm_copy_from_test = 1;
+  coll__shm_cma_refuse =
+      j->kase == CASE_OFF || (j->kase == CASE_ONE_REFUSES && j->rank == 1);
+  coll__shm_peer_read_hook = on_copy;
+  s = coll_comm_init_env(NULL, &c);
+  if (s != COLL_OK) {
+    fail_out(o, s, "init: %s", coll_last_error());
+    return 0;
+  }
+  o->copy_from = coll__t_copy_from(((coll_cpu_t *)c->be)->t);
+  o->said_fallback = log_says(log, "no single copy");
+  if (!coll__cpu_shm_colls(c->be, SIZE_MAX - 1))
+    fail_out(o, COLL_OK,
+             "auto does not take the shared-memory collectives at every "
+             "size");
+  else if (j->kase == CASE_KILL)
+    kill_case(c, j, o);
+  else
+    results(c, j->rank, j->world, o);
+  o->copies = copies;
+  coll_comm_destroy(c);
+  return 0;
+}
+
+/* ---- the test process ---------------------------------------------------- */
+
+static rank_out_t *run_job(int world, int kase, int *st) {
+  pid_t pids[MAX_RANKS];
+  job_t j = {world, bt_free_port("127.0.0.1"), 0, kase, NULL};
+  rank_out_t *out = mmap(NULL, sizeof *out * MAX_RANKS, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(out != MAP_FAILED);
+  memset(out, 0, sizeof *out * MAX_RANKS);
+  j.out = out;
+  for (int r = 0; r < world; r++) {
+    j.rank = r;
+    pids[r] = bt_fork(rank_main, &j);
+    assert_true(pids[r] > 0);
+    out[r].pid = pids[r];
+  }
+  for (int r = 0; r < world; r++) st[r] = bt_wait_child(pids[r], CHILD_MS);
+  return out;
+}
+
+static void expect_ok(int world, int skip, rank_out_t *out, const int *st) {
+  for (int r = 0; r < world; r++) {
+    if (r == skip) continue;
+    if (out[r].status != 0)
+      fail_msg("world %d rank %d: %s", world, r, out[r].msg);
+    assert_int_equal(st[r], 0);
+  }
+}
+
+static void results_case(int world, int kase) {
+  int st[MAX_RANKS];
+  rank_out_t *out = run_job(world, kase, st);
+  expect_ok(world, -1, out, st);
+  for (int r = 0; r < world; r++) {
+    assert_int_equal(out[r].checked, results_count(world));
+    if (kase == CASE_ON) {
+      assert_int_equal(out[r].copy_from, 1);
+      assert_true(out[r].copies > 0);
+      assert_false(out[r].said_fallback);
+    } else {
+      assert_int_equal(out[r].copy_from, 0);
+      assert_int_equal(out[r].copies, 0);
+      assert_true(out[r].said_fallback);
+    }
+  }
+  munmap(out, sizeof *out * MAX_RANKS);
+}
+
+static void test_on_2(void **state) {
+  (void)state;
+  results_case(2, CASE_ON);
+}
+
+static void test_on_3(void **state) {
+  (void)state;
+  results_case(3, CASE_ON);
+}
+
+static void test_on_4(void **state) {
+  (void)state;
+  results_case(4, CASE_ON);
+}
+
+static void test_off_3(void **state) {
+  (void)state;
+  results_case(3, CASE_OFF);
+}
+
+static void test_one_refuses_3(void **state) {
+  (void)state;
+  results_case(3, CASE_ONE_REFUSES);
+}
+
+static void test_killed_mid_copy(void **state) {
+  int st[MAX_RANKS];
+  rank_out_t *out;
+  (void)state;
+  out = run_job(3, CASE_KILL, st);
+  assert_int_equal(st[2], 128 + SIGKILL);
+  expect_ok(3, 2, out, st);
+  assert_true(out[0].copies > 0);
+  munmap(out, sizeof *out * MAX_RANKS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_on_2),
+      cmocka_unit_test(test_on_3),
+      cmocka_unit_test(test_on_4),
+      cmocka_unit_test(test_off_3),
+      cmocka_unit_test(test_one_refuses_3),
+      cmocka_unit_test(test_killed_mid_copy),
+  };
+  /* The fallback is said at INFO; each rank's log goes to a file. */
+  setenv("COLL_DEBUG", "INFO", 1);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
