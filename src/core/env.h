@@ -36,6 +36,15 @@
  * us at 1000), and medians of 3 at 1 MiB and 16 MiB did not move beyond
  * the two modes. Compare again on a machine with more cores than ranks. */
 #define COLL_DEFAULT_SHM_SPIN_US 50
+/* Buffers from which the shared-memory collectives copy their peers'
+ * buffers once, through the kernel (transport/shm/shm_cma.c), instead of
+ * through the shared slots: below it the slots' two copies run from cache
+ * and cost less than the extra round and the system calls. A first guess
+ * until measured on a quiet machine, both paths beside vader:
+ *   VARIANTS="coll:COLL_SHM_SINGLE_COPY=0 coll:COLL_SHM_SINGLE_COPY=1
+ *   mpi_vader" BENCH_SIZES=65536,262144,1048576,4194304,16777216,67108864
+ *   bench/vs-peers.sh 2 4 */
+#define COLL_DEFAULT_SHM_SINGLE_COPY (1024 * 1024)
 /* The flight recorder's ring: 256 collectives cover the minutes before a
  * hang at training rates at 80 bytes each; the bound keeps a typo from
  * asking for gigabytes. */
@@ -213,6 +222,10 @@ typedef enum coll_knob_kind {
     COLL_WORDS_NONE, COLL_DEFAULT_SHM_SPIN_US, 0,                              \
     "shm transport: microseconds a waiter spins before it sleeps (default "    \
     "50: a peer about to answer, without holding a shared core)")              \
+  X(SHM_SINGLE_COPY, "COLL_SHM_SINGLE_COPY", COLL_KNOB_INT, 0, COLL_I64_MAX,   \
+    COLL_WORDS_NONE, COLL_DEFAULT_SHM_SINGLE_COPY, 0,                          \
+    "shm transport: bytes from which the shared-memory collectives copy "      \
+    "peers' buffers once through the kernel (default 1048576; 0: never)")      \
   X(HEARTBEAT_TIMEOUT_MS, "COLL_HEARTBEAT_TIMEOUT_MS", COLL_KNOB_INT, 0,       \
     COLL_I64_MAX, COLL_WORDS_NONE, COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS, 0,       \
     "TCP and shm: a peer silent this long while a call waits on it is "        \

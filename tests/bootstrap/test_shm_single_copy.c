@@ -10,7 +10,9 @@
  * probe forced to fail on every rank, and on one rank only: no single copy
  * anywhere, the same results, and the fallback said at INFO. Then a rank
  * killed (kill -9) while a peer copies from its memory is PEER_LOST
- * naming it, on every other rank. */
+ * naming it, on every other rank. COLL_SHM_SINGLE_COPY: ranks that set
+ * it differently use the largest, a rank that sets 0 turns it off for
+ * all, and a value that is no number of bytes is refused. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,7 +35,15 @@
 #define MAX_RANKS 4
 #define CHILD_MS 120000
 
-enum { CASE_ON, CASE_OFF, CASE_ONE_REFUSES, CASE_KILL };
+enum {
+  CASE_ON,
+  CASE_OFF,
+  CASE_ONE_REFUSES,
+  CASE_KILL,
+  CASE_KNOBS,    /* COLL_SHM_SINGLE_COPY differs: the largest holds */
+  CASE_KNOB_OFF, /* one rank sets 0: off everywhere */
+  CASE_KNOB_BAD  /* not a number: refused at creation */
+};
 
 typedef struct rank_out {
   int status; /* coll_status_t of the step that failed; -1 a wrong result */
@@ -310,6 +320,27 @@ static void kill_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
              coll_last_error());
 }
 
+/* One allreduce at the agreed threshold, and one just below it. */
+static void knob_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+  size_t n = (1u << 20) / sizeof(float);
+  float *a = calloc(n, sizeof *a);
+  coll_status_t s = COLL_OK;
+  if (a == NULL) {
+    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) a[i] = (float)(j->rank + 1);
+  s = coll_allreduce(c, a, a, n, COLL_F32, COLL_SUM, NULL);
+  if (s == COLL_OK)
+    s = coll_allreduce(c, a, a, n - 16, COLL_F32, COLL_MAX, NULL);
+  if (s != COLL_OK)
+    fail_out(o, s, "allreduce: %s", coll_last_error());
+  else if (a[0] != 6.0f || a[n - 1] != 6.0f)
+    fail_out(o, COLL_OK, "allreduce: %g and %g where 6 is due", (double)a[0],
+             (double)a[n - 1]);
+  free(a);
+}
+
 /* 1 if the log this rank wrote so far (stderr, a temporary file) holds
  * `part`. */
 static int log_says(FILE *log, const char *part) {
@@ -338,11 +369,26 @@ static int rank_main(void *p) {
   setenv("COLL_TRANSPORT", "shm", 1);
   unsetenv("COLL_ALGO");
   setenv("COLL_TIMEOUT_MS", "30000", 1);
-  coll__shm_copy_from_test = 1;
+  unsetenv("COLL_SHM_SINGLE_COPY");
+  if (j->kase < CASE_KNOBS) coll__shm_copy_from_test = 1;
+  if (j->kase == CASE_KNOBS && j->rank < 2)
+    setenv("COLL_SHM_SINGLE_COPY", j->rank == 0 ? "4096" : "65536", 1);
+  if (j->kase == CASE_KNOB_OFF && j->rank == 2)
+    setenv("COLL_SHM_SINGLE_COPY", "0", 1);
+  if (j->kase == CASE_KNOB_BAD) setenv("COLL_SHM_SINGLE_COPY", "1M", 1);
   coll__shm_cma_refuse =
       j->kase == CASE_OFF || (j->kase == CASE_ONE_REFUSES && j->rank == 1);
   coll__shm_peer_read_hook = on_copy;
   s = coll_comm_init_env(NULL, &c);
+  if (j->kase == CASE_KNOB_BAD) {
+    if (s != COLL_ERR_INVALID_ARG ||
+        strstr(coll_last_error(), "COLL_SHM_SINGLE_COPY='1M'") == NULL)
+      fail_out(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
+               "expected INVALID_ARG naming COLL_SHM_SINGLE_COPY: %s: %s",
+               coll_status_name(s), coll_last_error());
+    if (s == COLL_OK) coll_comm_destroy(c);
+    return 0;
+  }
   if (s != COLL_OK) {
     fail_out(o, s, "init: %s", coll_last_error());
     return 0;
@@ -355,6 +401,8 @@ static int rank_main(void *p) {
              "size");
   else if (j->kase == CASE_KILL)
     kill_case(c, j, o);
+  else if (j->kase >= CASE_KNOBS)
+    knob_case(c, j, o);
   else
     results(c, j->rank, j->world, o);
   o->copies = copies;
@@ -435,6 +483,47 @@ static void test_one_refuses_3(void **state) {
   results_case(3, CASE_ONE_REFUSES);
 }
 
+/* Ranks that set COLL_SHM_SINGLE_COPY to 4096, 65536 and nothing all use
+ * 1 MiB: one allreduce of it copies once per peer and slice, the one just
+ * below it none. */
+static void test_knob_largest_wins(void **state) {
+  int st[MAX_RANKS];
+  rank_out_t *out;
+  (void)state;
+  out = run_job(3, CASE_KNOBS, st);
+  expect_ok(3, -1, out, st);
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(out[r].copy_from, 1u << 20);
+    /* Its slice (a third of 1 MiB: two chunks of 256 KiB) of each peer's
+     * input, then each peer's slice. */
+    assert_int_equal(out[r].copies, 2 * 2 + 2);
+  }
+  munmap(out, sizeof *out * MAX_RANKS);
+}
+
+static void test_knob_zero_on_one_rank(void **state) {
+  int st[MAX_RANKS];
+  rank_out_t *out;
+  (void)state;
+  out = run_job(3, CASE_KNOB_OFF, st);
+  expect_ok(3, -1, out, st);
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(out[r].copy_from, 0);
+    assert_int_equal(out[r].copies, 0);
+    assert_true(out[r].said_fallback);
+  }
+  munmap(out, sizeof *out * MAX_RANKS);
+}
+
+static void test_knob_refused(void **state) {
+  int st[MAX_RANKS];
+  rank_out_t *out;
+  (void)state;
+  out = run_job(2, CASE_KNOB_BAD, st);
+  expect_ok(2, -1, out, st);
+  munmap(out, sizeof *out * MAX_RANKS);
+}
+
 static void test_killed_mid_copy(void **state) {
   int st[MAX_RANKS];
   rank_out_t *out;
@@ -454,6 +543,9 @@ int main(void) {
       cmocka_unit_test(test_off_3),
       cmocka_unit_test(test_one_refuses_3),
       cmocka_unit_test(test_killed_mid_copy),
+      cmocka_unit_test(test_knob_largest_wins),
+      cmocka_unit_test(test_knob_zero_on_one_rank),
+      cmocka_unit_test(test_knob_refused),
   };
   /* The fallback is said at INFO; each rank's log goes to a file. */
   setenv("COLL_DEBUG", "INFO", 1);

@@ -46,6 +46,7 @@ static const row_t k_rows[] = {
     {"COLL_TRACE_ENTRIES", "many", "0"},
     {"COLL_TRANSPORT", "udp", "tcp"},
     {"COLL_SHM_SPIN_US", "-1", "0"},
+    {"COLL_SHM_SINGLE_COPY", "1M", "0"},
     {"COLL_HEARTBEAT_TIMEOUT_MS", "soon", "0"},
     {"COLL_TCP_CONGESTION", "a-name-of-sixteen", "cubic"},
     /* The case of the report: accepted on one host, a comm that could not

@@ -55,7 +55,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
 /* Test seams, not exported from libcoll.so; set before the comm is made.
  * coll__shm_cma_refuse = 1: every probe fails as on a kernel that refuses
  * cross-memory attach. coll__shm_copy_from_test: the single-copy threshold
- * in bytes (0: SHM_COPY_FROM). coll__shm_peer_read_hook: called before
+ * in bytes (0: COLL_SHM_SINGLE_COPY's). coll__shm_peer_read_hook: called before
  * every single copy with the peer's comm rank and the length. */
 extern int coll__shm_cma_refuse;
 extern size_t coll__shm_copy_from_test;

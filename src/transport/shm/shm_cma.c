@@ -29,7 +29,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/env.h"
 #include "core/error.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "transport/shm/shm.h"
@@ -38,9 +40,15 @@
 int coll__shm_cma_refuse = 0;
 size_t coll__shm_copy_from_test = 0;
 
-size_t coll__shm_copy_from(void) {
-  return coll__shm_copy_from_test != 0 ? coll__shm_copy_from_test
-                                       : SHM_COPY_FROM;
+void coll__shm_cma_config(shm_ep_t *ep) {
+  int64_t v = coll__knob(COLL_ENV_SHM_SINGLE_COPY);
+  if (coll__shm_copy_from_test != 0) v = (int64_t)coll__shm_copy_from_test;
+  ep->copy_from = (uint64_t)v;
+  if (v == 0) {
+    ep->cma_mine = 0;
+    snprintf(ep->cma_why, sizeof ep->cma_why,
+             "COLL_SHM_SINGLE_COPY=0 on rank %d", coll__shm_name(ep, ep->rank));
+  }
 }
 
 void coll__shm_probe_init(shm_ep_t *ep) {
@@ -77,6 +85,7 @@ void coll__shm_probe_peer(shm_ep_t *ep, int p, uint64_t addr, uint64_t val) {
     e = read_all(pr->pid, &got, (const void *)(uintptr_t)addr, sizeof got);
     if (e == 0 && got != val) e = EINVAL; /* another process: pid namespace */
   }
+  if (!ep->cma_mine) return; /* turned off, or one peer failed already */
   if (e == 0 || ep->cma_why[0] != '\0') {
     if (e != 0) ep->cma_mine = 0;
     return;
@@ -88,10 +97,13 @@ void coll__shm_probe_peer(shm_ep_t *ep, int p, uint64_t addr, uint64_t val) {
            e == EINVAL ? "another process answered" : strerror(e));
 }
 
-/* Reads peer p's verdict byte from its socket before the deadline. */
+/* Reads peer p's verdict (coll__shm_cma_agree) from its socket before the
+ * deadline. */
 static coll_status_t verdict_recv(shm_ep_t *ep, int p, int64_t deadline,
-                                  unsigned char *v) {
-  for (;;) {
+                                  uint64_t *v) {
+  unsigned char b[8];
+  size_t got = 0;
+  while (got < sizeof b) {
     struct pollfd pf = {.fd = ep->peers[p].sock, .events = POLLIN};
     int64_t left = deadline < 0 ? -1 : deadline - coll__now_ms();
     ssize_t n;
@@ -102,39 +114,55 @@ static coll_status_t verdict_recv(shm_ep_t *ep, int p, int64_t deadline,
                        coll__shm_name(ep, p));
     if (poll(&pf, 1, left < 0 ? -1 : (int)left) < 0 && errno != EINTR)
       return coll__err(COLL_ERR_SYSTEM, "shm setup: poll: %s", strerror(errno));
-    n = recv(ep->peers[p].sock, v, 1, MSG_DONTWAIT);
-    if (n == 1) return COLL_OK;
+    n = recv(ep->peers[p].sock, b + got, sizeof b - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += (size_t)n;
+      continue;
+    }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     return coll__err(COLL_ERR_PEER_LOST,
                      "shm setup: rank %d hung up before it said whether it "
                      "can read its peers' memory",
                      coll__shm_name(ep, p));
   }
+  *v = coll__get_le64(b);
+  return COLL_OK;
 }
 
+/* Every rank sends every peer its verdict: the threshold it would use, or
+ * 0 where it cannot read every peer (or was told not to). Single copy is
+ * on where no verdict is 0, from the largest threshold, so that every
+ * rank picks the same path for the same call. */
 coll_status_t coll__shm_cma_agree(shm_ep_t *ep, int64_t deadline) {
-  unsigned char mine = (unsigned char)(ep->cma_mine ? 1 : 0), all = mine;
-  int first_no = mine ? -1 : ep->rank;
+  uint64_t mine = ep->cma_mine ? ep->copy_from : 0, agreed = mine;
+  int first_no = mine != 0 ? -1 : ep->rank;
+  unsigned char b[8];
+  coll__put_le64(b, mine);
   for (int p = 0; p < ep->world; p++)
-    if (p != ep->rank && send(ep->peers[p].sock, &mine, 1, MSG_NOSIGNAL) != 1)
+    if (p != ep->rank &&
+        send(ep->peers[p].sock, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b)
       return coll__err(COLL_ERR_PEER_LOST,
                        "shm setup: telling rank %d whether this rank can "
                        "read its memory: %s",
                        coll__shm_name(ep, p), strerror(errno));
   for (int p = 0; p < ep->world; p++) {
-    unsigned char v = 0;
+    uint64_t v = 0;
     if (p == ep->rank) continue;
     COLL_CHECK(verdict_recv(ep, p, deadline, &v));
-    if (v != 1 && first_no < 0) first_no = p;
-    all = (unsigned char)(all & (v == 1));
+    if (v == 0 && first_no < 0) first_no = p;
+    if (v == 0 || agreed == 0)
+      agreed = 0;
+    else if (v > agreed)
+      agreed = v;
   }
-  ep->cma = all;
+  ep->cma = agreed != 0;
+  ep->copy_from = agreed;
   if (ep->world < 2) return COLL_OK;
-  if (all) {
+  if (ep->cma) {
     COLL_INFO(COLL_LOG_BOOT,
-              "rank %d: shm single copy (cross-memory attach) from %zu "
+              "rank %d: shm single copy (cross-memory attach) from %llu "
               "bytes",
-              coll__shm_name(ep, ep->rank), coll__shm_copy_from());
+              coll__shm_name(ep, ep->rank), (unsigned long long)agreed);
   } else if (first_no == ep->rank) {
     COLL_INFO(COLL_LOG_BOOT,
               "shm: no single copy: %s; large buffers move through the "
@@ -143,7 +171,8 @@ coll_status_t coll__shm_cma_agree(shm_ep_t *ep, int64_t deadline) {
   } else {
     COLL_INFO(COLL_LOG_BOOT,
               "rank %d: shm: no single copy: rank %d cannot read every "
-              "peer's memory; large buffers move through the shared slots",
+              "peer's memory or turned it off; large buffers move through "
+              "the shared slots",
               coll__shm_name(ep, ep->rank), coll__shm_name(ep, first_no));
   }
   return COLL_OK;

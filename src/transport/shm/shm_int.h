@@ -62,14 +62,6 @@
  * reduced. See algo/allreduce_shm.c for how it was chosen. */
 #define SHM_COLL_SLOT (256u * 1024u)
 
-/* Buffers from which the collectives designed for shared memory read their
- * peers' buffers with a single copy (shm_cma.c) instead of moving them
- * through the slots: a guess until measured (bench/shm-single-copy.sh
- * compares both paths size by size on a quiet machine). Below it the
- * slots' two copies run from cache and cost less than the extra round and
- * the system calls. */
-#define SHM_COPY_FROM (1u << 20)
-
 typedef struct shm_cell_hdr {
   uint32_t tag;
   uint32_t chunk; /* payload bytes in this cell, <= SHM_CELL_DATA */
@@ -248,6 +240,7 @@ typedef struct shm_ep {
    * provider's peer_read set. */
   volatile uint64_t probe;
   int cma_mine, cma;
+  uint64_t copy_from; /* this rank's threshold; once agreed, every rank's */
   char cma_why[160];
 } shm_ep_t;
 
@@ -331,8 +324,9 @@ coll_status_t coll__shm_wait_on(shm_ep_t *ep, int q, int which, uint64_t v);
 
 /* shm_cma.c ---------------------------------------------------------------- */
 
-/* The single-copy threshold (SHM_COPY_FROM, or the test seam's). */
-size_t coll__shm_copy_from(void);
+/* Reads COLL_SHM_SINGLE_COPY (or the test seam) into ep->copy_from; 0
+ * turns single copy off on this rank. */
+void coll__shm_cma_config(shm_ep_t *ep);
 /* Fills ep->probe with a value a peer cannot guess by chance. */
 void coll__shm_probe_init(shm_ep_t *ep);
 /* Reads back peer p's probe word (at addr, holding val, in its process
@@ -340,7 +334,8 @@ void coll__shm_probe_init(shm_ep_t *ep);
 void coll__shm_probe_peer(shm_ep_t *ep, int p, uint64_t addr, uint64_t val);
 /* Once every peer is met: tells every peer whether this rank could read
  * them all and hears theirs over the sockets, before the deadline; sets
- * ep->cma when all could, else logs why not at INFO. */
+ * ep->cma and the agreed ep->copy_from when all could, else logs why not
+ * at INFO. */
 coll_status_t coll__shm_cma_agree(shm_ep_t *ep, int64_t deadline);
 /* The provider's peer_read slot (provider.h). */
 coll_status_t coll__shm_peer_read(void *ctx, int peer, void *dst,

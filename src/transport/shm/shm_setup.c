@@ -530,6 +530,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
     return coll__err(COLL_ERR_NO_MEMORY, "shm setup: out of memory");
   job_digest(o, su.digest);
   coll__shm_hb_config(su.ep);
+  coll__shm_cma_config(su.ep);
   COLL_CHECK_GOTO(region_make(&su), s, fail);
   COLL_CHECK_GOTO(listen_publish(&su, rdv), s, fail);
   for (int p = 0; p < o->rank; p++) COLL_CHECK_GOTO(dial(&su, rdv, p), s, fail);
@@ -542,7 +543,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   prov = *coll__shm_provider();
   if (su.ep->cma) {
     prov.peer_read = coll__shm_peer_read;
-    prov.hints.copy_from = coll__shm_copy_from();
+    prov.hints.copy_from = (size_t)su.ep->copy_from;
   }
   COLL_CHECK_GOTO(coll__t_create(&prov, su.ep, coll__shm_name(su.ep, o->rank),
                                  su.ep->name_world, out),
