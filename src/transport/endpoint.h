@@ -10,6 +10,7 @@
 
 #include "core/desync.h"
 #include "core/position.h"
+#include "transport/common/liveness.h"
 #include "transport/provider.h"
 
 struct coll_transport {
@@ -33,8 +34,7 @@ struct coll_transport {
   coll_pos_t pos_own;
   int64_t timeout_ms; /* the comm's, for the desync report; < 0: none */
   /* This rank's own report, written once by the thread that timed out. */
-  atomic_int report_claimed, report_ready;
-  char report[COLL_DESYNC_REPORT_MAX];
+  coll_report_cell_t report;
   /* The provider's rounds table (its rounds slot), or NULL. */
   const coll_t_shared_t *shared;
 };

@@ -49,8 +49,7 @@ coll_status_t coll__t_create(const coll_provider_t *p, void *ctx, int rank,
   if (t->pos == NULL) t->pos = &t->pos_own;
   t->shared = p->rounds != NULL ? p->rounds(ctx) : NULL;
   t->timeout_ms = -1;
-  atomic_init(&t->report_claimed, 0);
-  atomic_init(&t->report_ready, 0);
+  coll__report_cell_init(&t->report);
   *out = t;
   return COLL_OK;
 }
@@ -317,7 +316,8 @@ coll_status_t coll__t_abort_reap(coll_transport_t *t, coll_treq_t req,
   (void)coll__t_wait_for(t, req, -1, &len);
   coll__err_restore(msg);
   /* This rank's own timeout: the report says more than "no progress". */
-  if (first == COLL_ERR_TIMEOUT && atomic_load(&t->report_ready))
-    coll__err(first, "%s", t->report);
+  if (first == COLL_ERR_TIMEOUT &&
+      coll__report_cell_get(&t->report, msg, sizeof msg))
+    coll__err(first, "%s", msg);
   return first;
 }

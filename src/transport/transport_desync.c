@@ -33,11 +33,11 @@ void coll__t_desync(coll_transport_t *t) {
   coll_pos_snap_t *pos;
   unsigned char *answered;
   coll_origin_t seen;
-  int expected = 0;
+  char report[COLL_DESYNC_REPORT_MAX];
   if (t->p.ask == NULL) return;
   /* A timeout this rank only heard of: the rank where it started asks. */
   if (coll__t_origin(t, &seen) && seen.rank != t->rank) return;
-  if (!atomic_compare_exchange_strong(&t->report_claimed, &expected, 1)) return;
+  if (!coll__report_cell_claim(&t->report)) return;
   pos = calloc((size_t)t->world, sizeof *pos);
   answered = calloc((size_t)t->world, 1);
   if (pos == NULL || answered == NULL) {
@@ -49,13 +49,13 @@ void coll__t_desync(coll_transport_t *t) {
   t->p.ask(t->ctx, ask_budget(t->timeout_ms), pos, answered);
   coll__pos_read(t->pos, &pos[t->rank]);
   answered[t->rank] = 1;
-  coll__desync_report(t->rank, t->world, pos, answered, t->timeout_ms,
-                      t->report, sizeof t->report);
+  coll__desync_report(t->rank, t->world, pos, answered, t->timeout_ms, report,
+                      sizeof report);
   free(pos);
   free(answered);
-  atomic_store(&t->report_ready, 1);
-  COLL_WARN(COLL_LOG_COLL, "%s", t->report);
-  if (t->p.tell != NULL) t->p.tell(t->ctx, t->report);
+  coll__report_cell_publish(&t->report, report, strlen(report));
+  COLL_WARN(COLL_LOG_COLL, "%s", report);
+  if (t->p.tell != NULL) t->p.tell(t->ctx, report);
 }
 
 int coll__t_report(coll_transport_t *t, char *buf, size_t n) {
@@ -66,10 +66,7 @@ int coll__t_report(coll_transport_t *t, char *buf, size_t n) {
   if (coll__t_origin(t, &o) && o.rank != t->rank && t->p.heard != NULL &&
       t->p.heard(t->ctx, buf, n))
     return 1;
-  if (atomic_load(&t->report_ready)) {
-    snprintf(buf, n, "%s", t->report);
-    return 1;
-  }
+  if (coll__report_cell_get(&t->report, buf, n)) return 1;
   return t->p.heard != NULL && t->p.heard(t->ctx, buf, n);
 }
 

@@ -12,6 +12,7 @@
 #include "core/desync.h"
 #include "core/origin.h"
 #include "core/position.h"
+#include "transport/common/liveness.h"
 #include "transport/transport.h"
 
 /* Ranks of one process are threads; more than this is a caller's mistake. */
@@ -80,11 +81,9 @@ struct inproc_ep {
   int close_state;          /* 0 open, 1 closing, 2 closed */
   atomic_int lost;          /* INPROC_OPEN until the endpoint closes */
   atomic_int closed;        /* 1 once a close finished: lists empty for good */
-  coll_origin_t origin;     /* why it closed: written before `lost` is set */
-  /* The first origin this endpoint saw in a peer's close (claimed once,
-   * written, then published with seen_set), which its own close forwards. */
-  atomic_int seen_claimed, seen_set;
-  coll_origin_t seen;
+  /* Why it closed (kept before `lost` is set), and the first origin it
+   * saw in a peer's close, which its own close forwards. */
+  coll_origins_t origins;
   /* Request objects. The contract allows one calling thread at a time,
    * but a comm may post point-to-point messages from its caller's thread
    * while its worker runs a collective: a lock of their own, uncontended
@@ -122,10 +121,8 @@ struct inproc_world {
   uint64_t spin_ns;           /* how long a wait polls; 0 when crowded */
   atomic_int live;            /* endpoints not yet destroyed */
   inproc_ep_t *eps;
-  /* The desync report of the first rank that timed out: claimed once,
-   * written, then published with report_ready. */
-  atomic_int report_claimed, report_ready;
-  char report[COLL_DESYNC_REPORT_MAX];
+  /* The desync report of the first rank that timed out. */
+  coll_report_cell_t report;
   /* Where waiters on the shared-memory collectives' flags sleep; posts and
    * closes broadcast flag_cv (inproc_shared.c). */
   coll_t_shared_t shared; /* the table its endpoints offer (crowded or not) */
@@ -252,10 +249,15 @@ static inline const char *inproc_why_text(int why) {
   return why == INPROC_DESTROYED ? "destroyed" : "aborted";
 }
 
+/* Where x's failure started: valid once x->lost is set. */
+static inline const coll_origin_t *inproc_origin(const inproc_ep_t *x) {
+  return &x->origins.own.o;
+}
+
 /* The status a peer's request ends with when x closed. */
 /* Never TIMEOUT: a request it ends is over (coll__origin_req_status). */
 static inline coll_status_t inproc_peer_status(const inproc_ep_t *x) {
-  return coll__origin_req_status(&x->origin);
+  return coll__origin_req_status(inproc_origin(x));
 }
 
 #endif

@@ -29,7 +29,7 @@ static void fail_list(inproc_ep_t *at, inproc_ep_t *x, inproc_list_t *l) {
     inproc_list_remove(l, r);
     /* x's own requests are cancelled; its peers' ones end with the status
      * of x's origin, which their owners now forward. */
-    if (r->owner != x) coll__inproc_note_origin(r->owner, &x->origin);
+    if (r->owner != x) coll__inproc_note_origin(r->owner, inproc_origin(x));
     coll__inproc_complete(
         r, r->owner == x ? COLL_ERR_ABORTED : inproc_peer_status(x), x);
   }
@@ -46,10 +46,7 @@ static void sweep(inproc_ep_t *at, inproc_ep_t *x) {
 }
 
 void coll__inproc_note_origin(inproc_ep_t *ep, const coll_origin_t *o) {
-  int expected = 0;
-  if (!atomic_compare_exchange_strong(&ep->seen_claimed, &expected, 1)) return;
-  ep->seen = *o;
-  atomic_store_explicit(&ep->seen_set, 1, memory_order_release);
+  coll__origins_heard(&ep->origins, o);
 }
 
 void coll__inproc_fail(void *ctx, const coll_origin_t *o) {
@@ -57,14 +54,7 @@ void coll__inproc_fail(void *ctx, const coll_origin_t *o) {
 }
 
 int coll__inproc_origin(void *ctx, coll_origin_t *o) {
-  inproc_ep_t *ep = ctx;
-  if (atomic_load(&ep->lost) != INPROC_OPEN) {
-    *o = ep->origin;
-    return 1;
-  }
-  if (!atomic_load_explicit(&ep->seen_set, memory_order_acquire)) return 0;
-  *o = ep->seen;
-  return 1;
+  return coll__origins_get(&((inproc_ep_t *)ctx)->origins, o);
 }
 
 void coll__inproc_close(inproc_ep_t *x, int why, const coll_origin_t *o) {
@@ -79,8 +69,7 @@ void coll__inproc_close(inproc_ep_t *x, int why, const coll_origin_t *o) {
   }
   x->close_state = 1;
   /* A failure this endpoint saw elsewhere first is what its peers hear. */
-  x->origin =
-      atomic_load_explicit(&x->seen_set, memory_order_acquire) ? x->seen : *o;
+  (void)coll__origins_close(&x->origins, o);
   atomic_store(&x->lost, why);
   sweep(x, x);
   uv_mutex_unlock(&x->mu);

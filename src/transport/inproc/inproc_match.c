@@ -92,7 +92,7 @@ static coll_status_t check_open(inproc_ep_t *self, const inproc_ep_t *peer,
   if (atomic_load(&self->lost) != INPROC_OPEN)
     return coll__inproc_fail_text(self, is_send, peer->rank, tag, self);
   if (atomic_load(&peer->lost) != INPROC_OPEN) {
-    coll__inproc_note_origin(self, &peer->origin);
+    coll__inproc_note_origin(self, inproc_origin(peer));
     return coll__inproc_fail_text(self, is_send, peer->rank, tag, peer);
   }
   return COLL_OK;

@@ -115,16 +115,16 @@ static coll_status_t check(inproc_ep_t *ep, int which, uint64_t v) {
   char seen[160];
   if (e == INT_MAX) return COLL_OK;
   if (e >= 0) {
-    coll__inproc_note_origin(ep, &x->origin);
+    coll__inproc_note_origin(ep, inproc_origin(x));
     coll__trace_note_failed_peer(e);
   }
-  s = coll__origin_req_status(&x->origin);
+  s = coll__origin_req_status(inproc_origin(x));
   if (s == COLL_OK) s = COLL_ERR_ABORTED;
-  if (e < 0 && ep->origin.rank == ep->rank)
+  if (e < 0 && inproc_origin(ep)->rank == ep->rank)
     snprintf(seen, sizeof seen, "this endpoint was %s",
              inproc_why_text(atomic_load(&((inproc_ep_t *)ep)->lost)));
   else
-    coll__origin_text(&x->origin, ep->rank, seen, sizeof seen);
+    coll__origin_text(inproc_origin(x), ep->rank, seen, sizeof seen);
   if (e < 0)
     return coll__err(s, "inproc rank %d: collective round %" PRIu64 ": %s",
                      ep->rank, v, seen);
@@ -262,10 +262,10 @@ static coll_status_t read_begin(void *ctx) {
     char seen[160];
     if (!is_closed(x)) continue;
     atomic_store(&ep->coll_reading, 0);
-    if (x != ep) coll__inproc_note_origin(ep, &x->origin);
-    s = coll__origin_req_status(&x->origin);
+    if (x != ep) coll__inproc_note_origin(ep, inproc_origin(x));
+    s = coll__origin_req_status(inproc_origin(x));
     if (s == COLL_OK) s = COLL_ERR_ABORTED;
-    coll__origin_text(&x->origin, ep->rank, seen, sizeof seen);
+    coll__origin_text(inproc_origin(x), ep->rank, seen, sizeof seen);
     return coll__err(s, "inproc rank %d: rank %d's buffers: %s", ep->rank, p,
                      seen);
   }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "transport/common/waiter.h"
 #include "transport/inproc/inproc.h"
 
 coll_status_t coll__inproc_fail_text(const inproc_ep_t *self, int is_send,
@@ -11,63 +12,45 @@ coll_status_t coll__inproc_fail_text(const inproc_ep_t *self, int is_send,
                                      const inproc_ep_t *x) {
   const char *what = is_send ? "send to" : "receive from";
   char seen[160];
-  if (x == self && x->origin.rank == self->rank)
+  if (x == self && inproc_origin(x)->rank == self->rank)
     return coll__err(COLL_ERR_ABORTED,
                      "inproc rank %d: %s rank %d (tag %#x) failed: this "
                      "endpoint was %s",
                      self->rank, what, peer, (unsigned)tag,
                      inproc_why_text(atomic_load(&self->lost)));
-  coll__origin_text(&x->origin, self->rank, seen, sizeof seen);
+  coll__origin_text(inproc_origin(x), self->rank, seen, sizeof seen);
   return coll__err(x == self ? COLL_ERR_ABORTED : inproc_peer_status(x),
                    "inproc rank %d: %s rank %d (tag %#x) failed: %s",
                    self->rank, what, peer, (unsigned)tag, seen);
 }
 
+static int look(void *arg) {
+  return inproc_state(arg) == INPROC_DONE ? COLL_WAIT_DONE : COLL_WAIT_IDLE;
+}
+
+/* Sleeps on r's condition variable for at most ms (< 0: until signalled);
+ * the copy that completes r signals it. The thread that waits on r. */
+static void sleep_on(void *arg, int64_t ms) {
+  inproc_req_t *r = arg;
+  inproc_ep_t *home = r->home;
+  uv_mutex_lock(&home->mu);
+  if (inproc_state(r) != INPROC_DONE) {
+    r->waiting = 1;
+    if (ms < 0)
+      uv_cond_wait(&r->cv, &home->mu);
+    else
+      (void)uv_cond_timedwait(&r->cv, &home->mu, (uint64_t)ms * 1000000u);
+    r->waiting = 0;
+  }
+  uv_mutex_unlock(&home->mu);
+}
+
 /* Polls r for a short while before sleeping: when the peer thread runs on
  * another core, its copy usually lands within microseconds, far sooner
  * than a sleeping thread can be woken. Returns 1 once DONE. */
-static int spin(const inproc_req_t *r) {
-  uint64_t spin_ns = r->owner->w->spin_ns, until;
-  unsigned i;
-  if (spin_ns == 0) return 0;
-  until = uv_hrtime() + spin_ns;
-  do {
-    for (i = 0; i < 64; i++) {
-      if (inproc_state(r) == INPROC_DONE) return 1;
-      inproc_cpu_relax();
-    }
-  } while (uv_hrtime() < until);
-  return 0;
-}
-
-/* Sleeps until r is DONE or timeout_ms (< 0: forever) passed. Returns 1
- * once DONE. The thread that waits on r. */
-static int block(inproc_req_t *r, int64_t timeout_ms) {
-  inproc_ep_t *home = r->home;
-  uint64_t deadline = 0, now;
-  int done;
-  if (timeout_ms >= 0) {
-    /* Clamped so the nanosecond deadline cannot overflow (~290 years). */
-    if (timeout_ms > INT64_MAX / 1000000 / 2)
-      timeout_ms = INT64_MAX / 1000000 / 2;
-    deadline = uv_hrtime() + (uint64_t)timeout_ms * 1000000u;
-  }
-  uv_mutex_lock(&home->mu);
-  while (inproc_state(r) != INPROC_DONE) {
-    if (timeout_ms < 0) {
-      r->waiting = 1;
-      uv_cond_wait(&r->cv, &home->mu);
-    } else {
-      now = uv_hrtime();
-      if (now >= deadline) break;
-      r->waiting = 1;
-      (void)uv_cond_timedwait(&r->cv, &home->mu, deadline - now);
-    }
-    r->waiting = 0;
-  }
-  done = inproc_state(r) == INPROC_DONE;
-  uv_mutex_unlock(&home->mu);
-  return done;
+static int wait_done(inproc_req_t *r, int64_t timeout_ms) {
+  coll_wait_policy_t pol = {r->owner->w->spin_ns, 0, -1, 0};
+  return coll__wait_loop(&pol, timeout_ms, look, sleep_on, r);
 }
 
 coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
@@ -85,8 +68,7 @@ coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
                      "this endpoint (waited twice?)",
                      self->rank);
   /* DONE is published with release, so a completed request needs no lock. */
-  if (inproc_state(r) != INPROC_DONE && (timeout_ms == 0 || !spin(r)) &&
-      !block(r, timeout_ms))
+  if (inproc_state(r) != INPROC_DONE && !wait_done(r, timeout_ms))
     return coll__err(COLL_ERR_TIMEOUT,
                      "inproc rank %d: %s rank %d (tag %#x) not complete "
                      "after %lld ms",

@@ -137,6 +137,7 @@ static int ep_init(inproc_ep_t *ep, inproc_world_t *w, int rank) {
   atomic_init(&ep->closed, 0);
   for (int k = 0; k < 3; k++) atomic_init(&ep->coll_flag[k], 0);
   atomic_init(&ep->coll_reading, 0);
+  coll__origins_init(&ep->origins);
   coll__pos_init(&ep->pos);
   ep->w = w;
   ep->rank = rank;
@@ -177,8 +178,7 @@ static coll_status_t world_new(int size, inproc_world_t **out) {
   atomic_init(&w->live, size);
   s = coll__inproc_board_new(w);
   if (s != COLL_OK) goto fail;
-  atomic_init(&w->report_claimed, 0);
-  atomic_init(&w->report_ready, 0);
+  coll__report_cell_init(&w->report);
   for (i = 0; i < size; i++) {
     if (ep_init(&w->eps[i], w, i) != 0) {
       s = coll__err(COLL_ERR_SYSTEM,

@@ -111,7 +111,7 @@ static coll_status_t check(shm_ep_t *ep, int p) {
   pthread_mutex_lock(&ep->mu);
   if (ep->closed) {
     coll__shm_closed_text(ep, why, sizeof why);
-    s = coll__origin_req_status(&ep->origin);
+    s = coll__origin_req_status(coll__shm_closed_origin(ep));
     if (s == COLL_OK) s = COLL_ERR_ABORTED;
   } else {
     if (!pr->lost && atomic_load_explicit(&((shm_hdr_t *)pr->region)->gone,

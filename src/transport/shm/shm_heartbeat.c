@@ -16,14 +16,9 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/shm/shm_int.h"
-
-void coll__shm_hb_config(shm_ep_t *ep) {
-  ep->hb_ms = coll__knob(COLL_ENV_HEARTBEAT_TIMEOUT_MS);
-}
 
 /* Under ep->mu: 1 if a call of this rank waits on peer p. */
 static int waits_on(const shm_ep_t *ep, int p) {
@@ -91,7 +86,7 @@ static int tick(shm_ep_t *ep) {
 
 static void *hb_main(void *arg) {
   shm_ep_t *ep = arg;
-  int64_t every = ep->hb_ms / 20 > 0 ? ep->hb_ms / 20 : 1;
+  int64_t every = coll__hb_tick_ms(ep->hb_ms);
   int done = 0;
   pthread_mutex_lock(&ep->hb_mu);
   while (!ep->hb_stop) {

@@ -26,6 +26,7 @@
 #include "core/desync.h"
 #include "core/origin.h"
 #include "core/position.h"
+#include "transport/common/liveness.h"
 #include "transport/transport.h"
 
 #define SHM_CACHE_LINE 64
@@ -100,8 +101,7 @@ typedef struct shm_hdr {
    * collective timed out; and the desync report this rank wrote when its
    * own timed out (published with report_ready), read by its peers. */
   _Alignas(SHM_CACHE_LINE) coll_pos_t pos;
-  atomic_int report_ready;
-  char report[COLL_DESYNC_REPORT_MAX];
+  coll_report_cell_t report;
   /* Counted up by this rank's heartbeat thread (shm_heartbeat.c) every
    * twentieth of the heartbeat timeout: a peer that sees it stand still
    * for the whole timeout while it waits on this rank names it
@@ -215,9 +215,10 @@ typedef struct shm_ep {
   pthread_cond_t cv;
   int leader;
   /* The first failure origin heard of from a peer, and the one this
-   * endpoint published when it closed (abort, a failure, destroy). */
-  coll_origin_t seen, origin;
-  int seen_set, closed;
+   * endpoint published when it closed (abort, a failure, destroy; kept
+   * before `closed` is set, under mu). */
+  coll_origins_t origins;
+  int closed;
   atomic_int aborted;
   int64_t spin_ns;
   /* Heartbeats (shm_heartbeat.c): the timeout (0: none), the thread that
@@ -275,6 +276,10 @@ int coll__shm_progress(shm_ep_t *ep);
 void coll__shm_peer_lost(shm_ep_t *ep, int p);
 /* Records o as the first failure origin this endpoint heard of. */
 void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o);
+/* Where this endpoint's failure started, once it closed. */
+static inline const coll_origin_t *coll__shm_closed_origin(const shm_ep_t *ep) {
+  return &ep->origins.own.o;
+}
 /* Completes r with status s (under the lock). */
 void coll__shm_complete(shm_req_t *r, coll_status_t s);
 /* Fails every pending request with ABORTED (this endpoint's own close). */
@@ -343,8 +348,6 @@ coll_status_t coll__shm_peer_read(void *ctx, int peer, void *dst,
 
 /* shm_heartbeat.c ---------------------------------------------------------- */
 
-/* COLL_HEARTBEAT_TIMEOUT_MS (core/env.h) into ep->hb_ms. */
-void coll__shm_hb_config(shm_ep_t *ep);
 /* Starts the heartbeat thread (none when hb_ms is 0 or one rank). */
 coll_status_t coll__shm_hb_start(shm_ep_t *ep);
 /* Stops and joins it; a no-op if it never ran. Not from the thread. */

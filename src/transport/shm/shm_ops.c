@@ -158,6 +158,7 @@ static void leave(shm_ep_t *ep, const coll_origin_t *o) {
 }
 
 void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
+  coll_origin_t use;
   uint64_t one = 1;
   ssize_t n;
   pthread_mutex_lock(&ep->mu);
@@ -165,12 +166,12 @@ void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
     pthread_mutex_unlock(&ep->mu);
     return;
   }
-  ep->closed = 1;
   /* A failure this endpoint heard of first is what its peers hear. */
-  ep->origin = ep->seen_set ? ep->seen : *o;
+  use = coll__origins_close(&ep->origins, o);
+  ep->closed = 1;
   atomic_store(&ep->aborted, 1);
   coll__shm_fail_all(ep);
-  leave(ep, &ep->origin);
+  leave(ep, &use);
   pthread_cond_broadcast(&ep->cv);
   pthread_mutex_unlock(&ep->mu);
   /* Wakes this rank's own sleeper. */
@@ -180,10 +181,11 @@ void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
 
 void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n) {
   int me = coll__shm_name(ep, ep->rank);
-  if (ep->origin.rank == me && ep->origin.cause == COLL_CAUSE_ABORTED)
+  const coll_origin_t *o = coll__shm_closed_origin(ep);
+  if (o->rank == me && o->cause == COLL_CAUSE_ABORTED)
     snprintf(buf, n, "rank %d aborted", me);
   else
-    coll__origin_text(&ep->origin, me, buf, n);
+    coll__origin_text(o, me, buf, n);
 }
 
 void coll__shm_fail(void *ctx, const coll_origin_t *o) {
@@ -191,13 +193,7 @@ void coll__shm_fail(void *ctx, const coll_origin_t *o) {
 }
 
 int coll__shm_origin(void *ctx, coll_origin_t *o) {
-  shm_ep_t *ep = ctx;
-  int known;
-  pthread_mutex_lock(&ep->mu);
-  known = ep->closed || ep->seen_set;
-  if (known) *o = ep->closed ? ep->origin : ep->seen;
-  pthread_mutex_unlock(&ep->mu);
-  return known;
+  return coll__origins_get(&((shm_ep_t *)ctx)->origins, o);
 }
 
 static void shm_abort(void *ctx) {

@@ -312,9 +312,7 @@ void coll__shm_fail_all(shm_ep_t *ep) {
 }
 
 void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o) {
-  if (ep->seen_set) return;
-  ep->seen = *o;
-  ep->seen_set = 1;
+  coll__origins_heard(&ep->origins, o);
 }
 
 void coll__shm_peer_lost(shm_ep_t *ep, int p) {

@@ -422,7 +422,7 @@ static coll_status_t region_make(shm_setup_t *su) {
   ep->hdr->rank = (uint32_t)ep->rank;
   ep->hdr->cells = ep->lay.cells;
   coll__pos_init(&ep->hdr->pos);
-  atomic_init(&ep->hdr->report_ready, 0);
+  coll__report_cell_init(&ep->hdr->report);
   atomic_store_explicit(&ep->hdr->ready, 1, memory_order_release);
   ep->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep->bell < 0) return sys_err("eventfd");
@@ -456,6 +456,7 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   ep->bell = -1;
   coll__shm_probe_init(ep);
   ep->cma_mine = 1;
+  coll__origins_init(&ep->origins);
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
   ep->spin_ns = spin_us * 1000;
@@ -529,7 +530,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   if (su.ep == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "shm setup: out of memory");
   job_digest(o, su.digest);
-  coll__shm_hb_config(su.ep);
+  su.ep->hb_ms = coll__hb_timeout_ms();
   coll__shm_cma_config(su.ep);
   COLL_CHECK_GOTO(region_make(&su), s, fail);
   COLL_CHECK_GOTO(listen_publish(&su, rdv), s, fail);

@@ -17,21 +17,14 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "transport/common/waiter.h"
 #include "transport/shm/shm_int.h"
 
 /* A thread waiting behind the leader re-checks at least this often: a
  * safety net only, every change is broadcast. */
 #define SHM_FOLLOWER_MAX_MS 50
-/* Pause instructions between two sched_yield calls while spinning. */
+/* Looks between two sched_yield calls while spinning. */
 #define SHM_SPINS_PER_YIELD 64
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* Under ep->mu: one progress pass, broadcast to the other waiters when it
  * moved anything. */
@@ -167,56 +160,54 @@ void coll__shm_kick(void *ctx) {
   pthread_mutex_unlock(&ep->mu);
 }
 
+/* One wait's view: its request, and the text of its end. */
+typedef struct shm_waiting {
+  shm_ep_t *ep;
+  shm_req_t *r;
+  char why[sizeof((shm_peer_t *)0)->why];
+} shm_waiting_t;
+
+/* A pass over the endpoint; DONE once r completed (its text copied under
+ * the lock), MOVED when the pass moved anything. */
+static int look(void *arg) {
+  shm_waiting_t *w = arg;
+  shm_ep_t *ep = w->ep;
+  int moved, done;
+  pthread_mutex_lock(&ep->mu);
+  moved = pass(ep);
+  done = w->r->done;
+  if (done && w->r->closed_here)
+    coll__shm_closed_text(ep, w->why, sizeof w->why);
+  else if (done)
+    memcpy(w->why, ep->peers[w->r->peer].why, sizeof w->why);
+  pthread_mutex_unlock(&ep->mu);
+  return done ? COLL_WAIT_DONE : moved ? COLL_WAIT_MOVED : COLL_WAIT_IDLE;
+}
+
+static void sleep_ms(void *arg, int64_t ms) {
+  shm_waiting_t *w = arg;
+  sleep_once(w->ep, w->r, ms);
+}
+
 coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
                              size_t *len) {
   shm_ep_t *ep = ctx;
-  shm_req_t *r = req;
-  int64_t deadline = timeout_ms > 0 ? coll__now_ms() + timeout_ms : -1;
-  uint64_t spin_from = coll__now_ns();
-  char why[sizeof ep->peers[0].why];
-  int checked = 0;
-  unsigned spins = 0;
-  for (;;) {
-    int moved, done;
-    int64_t left;
-    pthread_mutex_lock(&ep->mu);
-    moved = pass(ep);
-    done = r->done;
-    if (done && r->closed_here)
-      coll__shm_closed_text(ep, why, sizeof why);
-    else if (done)
-      memcpy(why, ep->peers[r->peer].why, sizeof why);
-    pthread_mutex_unlock(&ep->mu);
-    if (done) return finish(ep, r, why, len);
-    if (timeout_ms == 0) {
-      if (checked) break;
-      check_peers(ep);
-      checked = 1;
-      continue;
-    }
-    left = deadline < 0 ? -1 : deadline - coll__now_ms();
-    if (deadline >= 0 && left <= 0) break;
-    if (moved) {
-      spin_from = coll__now_ns();
-      continue;
-    }
-    if (coll__now_ns() - spin_from < (uint64_t)ep->spin_ns) {
-      /* Now and then let another thread have the core: on a host with
-       * more runnable threads than cores, the peer this rank spins for
-       * may be waiting for exactly this one. */
-      if (++spins % SHM_SPINS_PER_YIELD == 0)
-        sched_yield();
-      else
-        cpu_relax();
-      continue;
-    }
-    sleep_once(ep, r, left);
-    spin_from = coll__now_ns();
+  shm_waiting_t w = {ep, req, {0}};
+  /* The peers' sockets are looked at by sleeping waits; a poll looks at
+   * them once itself. */
+  coll_wait_policy_t pol = {(uint64_t)ep->spin_ns, SHM_SPINS_PER_YIELD, -1, 1};
+  int done = look(&w) == COLL_WAIT_DONE;
+  if (!done && timeout_ms == 0) {
+    check_peers(ep);
+    done = look(&w) == COLL_WAIT_DONE;
+  } else if (!done) {
+    done = coll__wait_loop(&pol, timeout_ms, look, sleep_ms, &w);
   }
+  if (done) return finish(ep, w.r, w.why, len);
   return coll_set_last_error(COLL_ERR_TIMEOUT,
                              "shm: %s rank %d on tag %u not complete after "
                              "%lld ms",
-                             r->kind == SHM_SEND ? "send to" : "receive from",
-                             coll__shm_name(ep, r->peer), r->tag,
+                             w.r->kind == SHM_SEND ? "send to" : "receive from",
+                             coll__shm_name(ep, w.r->peer), w.r->tag,
                              (long long)timeout_ms);
 }

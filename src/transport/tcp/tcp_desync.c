@@ -108,12 +108,8 @@ int coll__tcp_take_urgent(tcp_conn_t *c) {
 }
 
 void coll__tcp_report_keep(tcp_transport_t *t, const char *report, size_t n) {
-  int expected = 0;
   if (n > COLL_TCP_REPORT_MAX) n = COLL_TCP_REPORT_MAX;
-  if (!atomic_compare_exchange_strong(&t->report_claimed, &expected, 1)) return;
-  memcpy(t->report, report, n);
-  t->report[n] = '\0';
-  atomic_store_explicit(&t->report_ready, 1, memory_order_release);
+  (void)coll__report_cell_keep(&t->report, report, n);
 }
 
 tcp_ev_t coll__tcp_rx_control(tcp_conn_t *c, const coll_tcp_frame_t *f,
@@ -222,8 +218,5 @@ void coll__tcp_tell(void *ctx, const char *report) {
 }
 
 int coll__tcp_heard(void *ctx, char *buf, size_t n) {
-  tcp_transport_t *t = ctx;
-  if (!atomic_load_explicit(&t->report_ready, memory_order_acquire)) return 0;
-  snprintf(buf, n, "%s", t->report);
-  return 1;
+  return coll__report_cell_get(&((tcp_transport_t *)ctx)->report, buf, n);
 }

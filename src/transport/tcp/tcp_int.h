@@ -31,6 +31,7 @@
 #include "coll.h"
 #include "core/origin.h"
 #include "core/position.h"
+#include "transport/common/liveness.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/wire.h"
 
@@ -237,8 +238,7 @@ struct tcp_transport {
    * first a peer carried here, claimed once, written, then published. */
   _Atomic(const coll_pos_t *) pos; /* set once the endpoint exists */
   atomic_int asking;
-  atomic_int report_claimed, report_ready;
-  char report[COLL_TCP_REPORT_MAX + 1];
+  coll_report_cell_t report;
 
   uv_loop_t loop;
   uv_async_t async;

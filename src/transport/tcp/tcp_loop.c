@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/common/liveness.h"
 #include "transport/tcp/tcp_int.h"
 
 static void on_poll(uv_poll_t *h, int status, int events);
@@ -142,14 +143,13 @@ static void on_heartbeat(uv_timer_t *h) {
   coll__tcp_heartbeat_tick(t);
 }
 
-/* Every twentieth of the heartbeat timeout: a silent peer is found within
+/* Every tick of the heartbeat (liveness.h): a silent peer is found within
  * the timeout plus 5 %. */
 static int heartbeat_start(tcp_transport_t *t) {
   uint64_t tick;
   int rc;
   if (t->x.hb_timeout_ms <= 0 || t->world < 2) return 0;
-  tick = (uint64_t)t->x.hb_timeout_ms / 20;
-  if (tick == 0) tick = 1;
+  tick = (uint64_t)coll__hb_tick_ms(t->x.hb_timeout_ms);
   rc = uv_timer_init(&t->loop, &t->hb_timer);
   if (rc != 0) return rc;
   t->hb_timer.data = t;

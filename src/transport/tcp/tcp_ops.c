@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "transport/common/waiter.h"
 #include "transport/tcp/tcp_int.h"
 
 #define REQ_CACHE_MAX 64
@@ -200,23 +201,16 @@ static int req_done(tcp_req_t *r) {
   return atomic_load_explicit(&r->done, memory_order_acquire);
 }
 
-/* Milliseconds for poll() until the deadline (ns, 0: none). */
-static int poll_ms(uint64_t end) {
-  uint64_t now = coll__now_ns();
-  if (end == 0) return -1;
-  if (now >= end) return 0;
-  return (end - now) / 1000000u > INT_MAX
-             ? INT_MAX
-             : (int)((end - now + 999999u) / 1000000u);
-}
-
 /* One wait's view of the connections it drives: a pollfd per connection
  * with pending work (wake_fd first), and each one's connection. */
 #define DRIVE_STACK 64
 typedef struct drive_set {
+  tcp_transport_t *t;
+  tcp_req_t *r; /* the request waited for */
   struct pollfd *pf;
   tcp_conn_t **conn;
   nfds_t n;
+  int all; /* the next turn drives every connection of the set */
   struct pollfd pf_stack[DRIVE_STACK + 1];
   tcp_conn_t *conn_stack[DRIVE_STACK + 1];
 } drive_set_t;
@@ -287,70 +281,80 @@ static void drive(tcp_req_t *r) {
     drive_conn(r->conn, r->kind == TCP_REQ_RECV, r->kind == TCP_REQ_SEND);
 }
 
+/* One turn: drives the connections the last poll() found ready (all of
+ * them on the first turn, after a spin, and after a wakeup through
+ * wake_fd, which may mean new work). The set is taken again for the next
+ * turn, which drives all of it unless a sleep says otherwise. */
+static int drive_turn(void *arg) {
+  drive_set_t *d = arg;
+  nfds_t k;
+  for (k = 1; k < d->n; k++) {
+    short ev = d->all ? d->pf[k].events : d->pf[k].revents;
+    if (ev != 0)
+      drive_conn(d->conn[k], (ev & (POLLIN | POLLERR | POLLHUP)) != 0,
+                 (ev & (POLLOUT | POLLERR | POLLHUP)) != 0);
+  }
+  if (req_done(d->r)) return COLL_WAIT_DONE;
+  d->all = 1;
+  set_fill(d->t, d);
+  return COLL_WAIT_IDLE;
+}
+
+/* Sleeps in one poll() over the set, for at most ms. */
+static void drive_sleep(void *arg, int64_t ms) {
+  drive_set_t *d = arg;
+  tcp_transport_t *t = d->t;
+  nfds_t k;
+  /* Counted before the set is taken again: a post by another thread
+   * either lands in it or sees this sleeper and writes wake_fd. */
+  atomic_fetch_add(&t->pollers, 1);
+  set_fill(t, d);
+  for (k = 0; k < d->n; k++) d->pf[k].revents = 0;
+  if (!req_done(d->r))
+    (void)poll(d->pf, d->n, ms < 0 || ms > INT_MAX ? -1 : (int)ms);
+  /* Only the last sleeper out drains the wakeups: one written for another
+   * sleeper that is still counted (perhaps not yet inside poll()) must
+   * stay until it has seen it. A later wakeup only makes the next poll()
+   * return. */
+  if (atomic_fetch_sub(&t->pollers, 1) == 1) {
+    uint64_t v;
+    ssize_t n = read(t->wake_fd, &v, sizeof v);
+    (void)n;
+  }
+  d->all = d->pf[0].revents != 0;
+  if (d->all) set_fill(t, d);
+}
+
 /* Drives r to completion on this thread until the deadline, and with it
  * every other connection's pending work: the loop thread keeps off the
  * data while any caller drives (tcp_loop.c), and is kicked for what is
- * left when the wait ends. Each turn drives the connections the last
- * poll() found ready (all of them on the first turn, and after a wakeup
- * through wake_fd, which may mean new work), then sleeps in one poll()
- * over all of them. Returns 1 if done. */
+ * left when the wait ends. A peer on this core gets it first while this
+ * one spins (see COLL_TCP_SPIN_NS_DEFAULT). Returns 1 if done. */
 static int drive_until(tcp_transport_t *t, tcp_req_t *r, int64_t timeout_ms) {
-  uint64_t now = coll__now_ns();
-  uint64_t end = timeout_ms < 0 ? 0 : now + (uint64_t)timeout_ms * 1000000u;
-  uint64_t spin_end = now + (uint64_t)t->x.spin_ns;
+  coll_wait_policy_t pol = {(uint64_t)t->x.spin_ns, 1, -1, 0};
   drive_set_t d;
-  int all = 1;
-  nfds_t k;
+  int done;
   if (set_init(t, &d) != 0) {
     /* No memory for the set: drive r's own connection only, as a poll
      * loop; the loop thread keeps the rest. */
+    uint64_t end = coll__now_ns() + (uint64_t)timeout_ms * 1000000u;
     coll__tcp_loop_kick(t);
-    while (!req_done(r) && (end == 0 || coll__now_ns() < end)) {
+    while (!req_done(r) && (timeout_ms < 0 || coll__now_ns() < end)) {
       drive(r);
       if (!req_done(r)) (void)poll(NULL, 0, 1);
     }
     return req_done(r);
   }
+  d.t = t;
+  d.r = r;
+  d.all = 1;
   atomic_fetch_add(&t->drivers, 1);
   set_fill(t, &d);
-  while (!req_done(r)) {
-    for (k = 1; k < d.n; k++) {
-      short ev = all ? d.pf[k].events : d.pf[k].revents;
-      if (ev != 0)
-        drive_conn(d.conn[k], (ev & (POLLIN | POLLERR | POLLHUP)) != 0,
-                   (ev & (POLLOUT | POLLERR | POLLHUP)) != 0);
-    }
-    if (req_done(r)) break;
-    if (end != 0 && coll__now_ns() >= end) break;
-    all = 1;
-    if (coll__now_ns() < spin_end) {
-      /* A peer on this core gets it first (see COLL_TCP_SPIN_NS_DEFAULT). */
-      sched_yield();
-      set_fill(t, &d);
-      continue;
-    }
-    /* Counted before the set is taken again: a post by another thread
-     * either lands in it or sees this sleeper and writes wake_fd. */
-    atomic_fetch_add(&t->pollers, 1);
-    set_fill(t, &d);
-    for (k = 0; k < d.n; k++) d.pf[k].revents = 0;
-    if (!req_done(r)) (void)poll(d.pf, d.n, poll_ms(end));
-    /* Only the last sleeper out drains the wakeups: one written for another
-     * sleeper that is still counted (perhaps not yet inside poll()) must
-     * stay until it has seen it. A later wakeup only makes the next poll()
-     * return. */
-    if (atomic_fetch_sub(&t->pollers, 1) == 1) {
-      uint64_t v;
-      ssize_t n = read(t->wake_fd, &v, sizeof v);
-      (void)n;
-    }
-    all = d.pf[0].revents != 0;
-    if (all) set_fill(t, &d);
-  }
+  done = coll__wait_loop(&pol, timeout_ms, drive_turn, drive_sleep, &d);
   atomic_fetch_sub(&t->drivers, 1);
   set_free(&d);
   if (atomic_load(&t->npend_all) > 0) coll__tcp_loop_kick(t);
-  return req_done(r);
+  return done;
 }
 
 coll_status_t coll__tcp_wait(void *ctx, void *req, int64_t timeout_ms,

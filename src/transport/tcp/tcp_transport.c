@@ -13,6 +13,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/common/liveness.h"
 #include "transport/provider.h"
 #include "transport/tcp/tcp_elastic.h"
 #include "transport/tcp/tcp_int.h"
@@ -75,11 +76,9 @@ void coll__tcp_xopts_default(coll_tcp_xopts_t *x) {
   x->congestion[0] = '\0';
 }
 
-/* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment
- * (a value out of its range was refused when the knobs were loaded). */
+/* COLL_HEARTBEAT_TIMEOUT_MS into x when x leaves it to the environment. */
 static coll_status_t heartbeat_from_env(coll_tcp_xopts_t *x) {
-  if (x->hb_timeout_ms < 0)
-    x->hb_timeout_ms = coll__knob(COLL_ENV_HEARTBEAT_TIMEOUT_MS);
+  if (x->hb_timeout_ms < 0) x->hb_timeout_ms = coll__hb_timeout_ms();
   return COLL_OK;
 }
 
@@ -341,6 +340,7 @@ coll_status_t coll__tcp_transport_build(const coll_tcp_opts_t *o,
   COLL_CHECK_GOTO(congestion_from_env(&t->x), s, fail);
   atomic_init(&t->drivers, 0);
   atomic_init(&t->pos, NULL);
+  coll__report_cell_init(&t->report);
   if (uv_mutex_init(&t->req_mu) != 0) {
     s = coll__err(COLL_ERR_SYSTEM, "tcp: cannot create a mutex");
     goto fail;

@@ -117,10 +117,11 @@ void coll__tcp_tx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text) {
 void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
   tcp_req_t *r = c->sq;
   size_t hrest = 0, prest = 0, off, rlen = 0;
+  char report[COLL_DESYNC_REPORT_MAX];
   if (c->bye_state != TCP_BYE_NONE || c->fd < 0) return;
   /* A desync report goes just before the goodbye (tcp_desync.c). */
-  if (atomic_load_explicit(&c->t->report_ready, memory_order_acquire))
-    rlen = strlen(c->t->report);
+  if (coll__report_cell_get(&c->t->report, report, sizeof report))
+    rlen = strlen(report);
   c->bye_state = TCP_BYE_FLUSHING;
   /* A frame begun must end before the goodbye can be read as one. Frames
    * not begun are dropped: the receiver fails the message they belong to
@@ -148,7 +149,7 @@ void coll__tcp_tx_farewell(tcp_conn_t *c, const coll_origin_t *o) {
   if (rlen > 0) {
     coll__tcp_frame_encode(c->tail + off, COLL_TCP_K_REPORT, 0,
                            (uint32_t)c->t->rank, 0, rlen);
-    memcpy(c->tail + off + COLL_TCP_FRAME_BYTES, c->t->report, rlen);
+    memcpy(c->tail + off + COLL_TCP_FRAME_BYTES, report, rlen);
     off += COLL_TCP_FRAME_BYTES + rlen;
   }
   coll__tcp_frame_encode(c->tail + off, COLL_TCP_K_GOODBYE, 0,
