@@ -215,7 +215,8 @@ static void load_nccl(coll_nccl_table_t *t) {
   if (lib == NULL) {
     snprintf(why, COLL_NCCL_WHY_MAX,
              "NCCL could not be loaded (%.100s%s): %.160s", path,
-             coll__knob_text(COLL_ENV_NCCL_LIBRARY) ? ", from COLL_NCCL_LIBRARY" : "",
+             coll__knob_text(COLL_ENV_NCCL_LIBRARY) ? ", from COLL_NCCL_LIBRARY"
+                                                    : "",
              dlerror());
     return;
   }
