@@ -28,6 +28,10 @@
 # OUT         keep each run's table there (<variant>.n<N>.r<rep>.txt, which
 #             tools/plot-perf.py reads as a folder), and its stderr (.err)
 #
+# The table's header gives the machine's mode for the sitting: one core's
+# memcpy rate at 16 MiB (bench/memcpy_rate.c) before and after the runs.
+# Report it, and the Open MPI vader column, with any figure.
+#
 # Open MPI needs openmpi-bin and libopenmpi-dev (mpirun, mpicc), Gloo needs
 # libgloo-dev. A variant whose tools are missing is not dropped: its cells
 # read "skipped" with the reason below the table, and the exit code is 3; a
@@ -123,6 +127,11 @@ run() { # variant n
 # A variant's file name: its text with anything but [A-Za-z0-9_.=:-] as _.
 fname() { printf '%s' "$1" | tr -c 'A-Za-z0-9_.=:-' '_'; }
 
+# The machine's mode, before the runs (and after, below the loop).
+"$cc_bin" -O2 -o "$work/memcpy_rate" "$root/bench/memcpy_rate.c" >"$work/build-memcpy.log" 2>&1 ||
+  die "building bench/memcpy_rate.c failed ($cc_bin): $(head -c 300 "$work/build-memcpy.log")"
+mode_before=$("$work/memcpy_rate")
+
 nv=$(echo $variants | wc -w)
 total=$((reps * $(echo $ns | wc -w) * nv))
 step=0 start=$(date +%s) failed=0
@@ -146,6 +155,8 @@ for rep in $(seq "$reps"); do
     done
   done
 done
+
+mode_after=$("$work/memcpy_rate")
 
 med() {
   sort -g | awk '{a[NR]=$1} END {
@@ -178,6 +189,7 @@ size_text() {
 }
 echo
 echo "busbw in GB/s (4 KiB: time per allreduce), medians of $reps, $(date -u +%FT%TZ), $(nproc) CPUs, BENCH_SECONDS=$BENCH_SECONDS"
+echo "machine's mode: one core's $mode_before before the runs, $mode_after after"
 echo
 printf "| ranks | bytes |"
 for v in $variants; do printf " %s |" "$(label "$v")"; done
