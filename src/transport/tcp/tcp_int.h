@@ -168,6 +168,10 @@ struct tcp_conn {
   int rstate;
   uint8_t *rbuf; /* staging: headers and small payloads */
   size_t rpos, rend;
+  /* The last data frame was large enough for its payload to be read
+   * straight into its destination: the next one probably is too, so its
+   * header is read alone (tcp_rx.c, read_some). */
+  int bulk;
   int in_msg; /* a message is being read (more frames may follow) */
   uint32_t cur_tag;
   int cur_more;       /* the frame being read is not the message's last */

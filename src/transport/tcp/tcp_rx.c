@@ -207,6 +207,7 @@ static void frame_end(tcp_conn_t *c) {
 
 static void frame_begin(tcp_conn_t *c, const coll_tcp_frame_t *f) {
   c->cur_left = (size_t)f->len;
+  c->bulk = c->cur_left >= DIRECT_MIN;
   c->cur_more = (f->flags & COLL_TCP_F_MORE) != 0;
   c->rstate = RS_BODY;
   if (c->cur_left == 0) frame_end(c);
@@ -389,8 +390,12 @@ static void consume_staged(tcp_conn_t *c) {
  * ring, and its payload then lands directly too. A full staging tail drew
  * up to 64 KiB of every 1 MiB segment through a second copy (about 2.5 % of
  * a rank's CPU in `perf record` of a 2-rank 64 MiB allreduce); small frames
- * after a large one cost one more recv() instead. Returns bytes read, 0 at
- * EOF, -errno. */
+ * after a large one cost one more recv() instead. For the same reason a
+ * header read with nothing staged, after a bulk frame, reads the header
+ * alone: a whole 64 KiB message that had arrived came through staging
+ * (recursive doubling's steps: memmove was 9 % of a rank's CPU in a 4-rank
+ * 64 KiB allreduce, bench/tcp-profile.sh with PERF_RECORD=1). Returns bytes
+ * read, 0 at EOF, -errno. */
 static ssize_t read_some(tcp_conn_t *c) {
   ssize_t n;
   if (c->rpos == c->rend) c->rpos = c->rend = 0;
@@ -417,7 +422,10 @@ static ssize_t read_some(tcp_conn_t *c) {
     c->rend -= c->rpos;
     c->rpos = 0;
   }
-  n = recv(c->fd, c->rbuf + c->rend, RBUF_SIZE - c->rend, 0);
+  n = recv(c->fd, c->rbuf + c->rend,
+           c->bulk && c->rend == 0 && c->rstate == RS_HDR ? COLL_TCP_FRAME_BYTES
+                                                          : RBUF_SIZE - c->rend,
+           0);
   if (n <= 0) return n < 0 ? -errno : 0;
   c->rend += (size_t)n;
   return n;
