@@ -16,7 +16,8 @@
 #            (perf record -e cpu-clock -g; the report's top lines follow)
 #
 # Each rank runs under perf stat with the kernel's syscall tracepoints (root,
-# or perf_event_paranoid <= 1). The counts cover the whole process (setup,
+# or perf_event_paranoid <= 1); without them the script exits 3 (skipped).
+# A run that fails makes the exit code 1. The counts cover the whole process (setup,
 # warm-up, calibration); with BENCH_SECONDS of a second or more the timed
 # loop dominates them. CPU time per call includes waiting that spins.
 set -euo pipefail
@@ -32,7 +33,13 @@ die() {
   echo "tcp-profile: $*" >&2
   exit 2
 }
-command -v perf >/dev/null || die "no perf (Debian: apt-get install linux-perf)"
+skip() {
+  echo "tcp-profile: skipped: $*" >&2
+  exit 3
+}
+command -v perf >/dev/null || skip "no perf (Debian: apt-get install linux-perf)"
+perf stat -e raw_syscalls:sys_enter -o /dev/null -- true 2>/dev/null ||
+  skip "perf cannot count the syscall tracepoints here (root, or kernel.perf_event_paranoid <= 1)"
 [ -x "$build/tools/coll-run" ] || die "no $build/tools/coll-run (set BUILD)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tcp-profile.XXXXXX")
@@ -96,11 +103,19 @@ for c in "${calls[@]}"; do printf ' %s |' "$c"; done
 printf '\n|---|---|---|---|---|---|'
 for c in "${calls[@]}"; do printf -- '---|'; done
 echo
+failed=0
 for s in $sizes; do
   for v in $variants; do
     rm -f "$work"/stat.*
-    if ! run "$v" "$s" >"$work/out" 2>"$work/err"; then
-      echo "| $v | $s | failed or skipped: $(tail -n 2 "$work/err" | tr '\n' ' ') |"
+    rc=0
+    run "$v" "$s" >"$work/out" 2>"$work/err" || rc=$?
+    if [ $rc != 0 ]; then
+      if [ $rc = 3 ]; then
+        echo "| $v | $s | skipped: no mpicc or mpirun |"
+      else
+        echo "| $v | $s | failed: $(tail -n 2 "$work/err" | tr '\n' ' ') |"
+        failed=1
+      fi
       continue
     fi
     k=$(ncalls "$work/err" "$s")
@@ -134,3 +149,4 @@ if [ -n "${PERF_RECORD:-}" ]; then
     cat "$f"
   done
 fi
+exit $failed
