@@ -146,7 +146,7 @@ coll_status_t coll__allreduce_rh_checked(const coll_algo_ctx_t *ctx,
                                          const coll_desc_t *d, const void *src,
                                          void *dst, size_t count,
                                          coll_dtype_t dt, coll_op_t op);
-/* Allreduce through the transport's shared memory (coll__t_shared(t) must
+/* Allreduce through the transport's shared memory (coll__t_rounds(t) must
  * not be NULL): every element combined in rank order 0..world-1. */
 coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
                                   size_t count, coll_dtype_t dt, coll_op_t op);

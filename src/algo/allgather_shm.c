@@ -39,8 +39,8 @@ coll_status_t coll__allgather_shm(const coll_algo_ctx_t *ctx, void *buf,
   if (coll__shm_direct_copies(&S, block_bytes * (size_t)S.world))
     return single_copy(&S, out, block_bytes);
   while (done < block_bytes) {
-    size_t n = block_bytes - done < S.sh->slot_bytes ? block_bytes - done
-                                                     : S.sh->slot_bytes;
+    size_t n = block_bytes - done < S.R->slot_bytes ? block_bytes - done
+                                                    : S.R->slot_bytes;
     int r;
     if (coll__shm_round_next(&S) != COLL_OK) break;
     memcpy(coll__shm_round_slot(&S, S.self), out + S.self * block_bytes + done,

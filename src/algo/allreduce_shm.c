@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* allreduce_shm.c: allreduce designed for shared memory, for ranks on one
- * host whose transport maps every rank's memory (transport.h,
- * coll_t_shared_t). No messages: the buffer moves in rounds of at most one
+ * host whose transport maps every rank's memory (transport/common/
+ * rounds.h). No messages: the buffer moves in rounds of at most one
  * slot (256 KiB per rank, so a round's inputs stay in cache), and ranks
  * wait on each other's progress flags.
  *
@@ -80,8 +80,7 @@
 
 typedef struct shm_ar {
   shm_run_t S; /* the round protocol (shm_round.h) */
-  const coll_t_shared_t *sh;
-  void *tctx;
+  coll_rounds_t *R;
   coll_reduce_fn_t fn;
   size_t es;
   int rank, world;
@@ -111,9 +110,9 @@ _Static_assert(SHM_DIRECT_NOTE_PTRS >= NOTE_BYTES,
  * dst, in rank order. */
 static void reduce_in_order(shm_ar_t *A, void *dst, int b, size_t off,
                             size_t n) {
-  memcpy(dst, (char *)A->sh->slot(A->tctx, 0, b) + off, n * A->es);
+  memcpy(dst, (char *)coll__rounds_slot(A->R, 0, b) + off, n * A->es);
   for (int r = 1; r < A->world; r++)
-    A->fn(dst, (char *)A->sh->slot(A->tctx, r, b) + off, n);
+    A->fn(dst, (char *)coll__rounds_slot(A->R, r, b) + off, n);
 }
 
 /* Slice k of n elements: [*lo, *lo + *cnt), split on cache lines so that
@@ -132,7 +131,7 @@ static void slice_of(const shm_ar_t *A, size_t n, int k, size_t *lo,
 /* Writes this round's note of buffer b: the descriptor and whether data
  * follows. */
 static void note_write(shm_ar_t *A, int b, int data) {
-  unsigned char *note = A->sh->note(A->tctx, A->rank, b);
+  unsigned char *note = coll__rounds_note(A->R, A->rank, b);
   coll__desc_pack(note, A->check);
   note[NOTE_DATA] = (unsigned char)data;
 }
@@ -147,12 +146,12 @@ static char *note_ptr(const shm_ar_t *A, int r, int k) {
  * this rank's says, else the mismatch, the same on every rank. Reads the
  * notes only: no data. */
 static coll_status_t note_check(shm_ar_t *A, int b) {
-  const unsigned char *mine = A->sh->note(A->tctx, A->rank, b);
+  const unsigned char *mine = coll__rounds_note(A->R, A->rank, b);
   coll_desc_t *all;
   coll_status_t s;
   int r, differ = 0, same_desc = 1;
   for (r = 0; r < A->world; r++) {
-    const unsigned char *theirs = A->sh->note(A->tctx, r, b);
+    const unsigned char *theirs = coll__rounds_note(A->R, r, b);
     if (memcmp(theirs, mine, NOTE_BYTES) == 0) continue;
     differ = 1;
     if (memcmp(theirs, mine, COLL_AGREE_DESC_BYTES) != 0) {
@@ -173,7 +172,7 @@ static coll_status_t note_check(shm_ar_t *A, int b) {
                      "ranks disagree: another rank reported a mismatch");
   }
   for (r = 0; r < A->world; r++)
-    coll__desc_unpack(A->sh->note(A->tctx, r, b), &all[r]);
+    coll__desc_unpack(coll__rounds_note(A->R, r, b), &all[r]);
   s = coll__agree_seen(A->S.run.ctx, all, A->check);
   free(all);
   return s;
@@ -200,12 +199,11 @@ static coll_status_t post_in(shm_ar_t *A, int b, const char *what) {
  * reads no data on a mismatch. */
 static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
                                size_t n, int whole) {
-  const coll_t_shared_t *sh = A->sh;
   size_t bytes = n * A->es;
   int b;
   COLL_CHECK(coll__shm_round_next(&A->S));
   b = A->S.b;
-  if (bytes > 0) memcpy(sh->slot(A->tctx, A->rank, b), src, bytes);
+  if (bytes > 0) memcpy(coll__rounds_slot(A->R, A->rank, b), src, bytes);
   if (A->check != NULL) note_write(A, b, 1);
   COLL_CHECK(post_in(A, b, "inputs"));
   if (n == 0) {
@@ -216,14 +214,16 @@ static coll_status_t round_run(shm_ar_t *A, const char *src, char *dst,
     size_t lo, cnt;
     slice_of(A, n, A->rank, &lo, &cnt);
     if (cnt > 0)
-      reduce_in_order(A, (char *)sh->result(A->tctx, A->rank, b) + lo * A->es,
-                      b, lo * A->es, cnt);
+      reduce_in_order(
+          A, (char *)coll__rounds_result(A->R, A->rank, b) + lo * A->es, b,
+          lo * A->es, cnt);
     coll__shm_round_post(&A->S, COLL_T_FLAG_RED);
     COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_RED, "slices"));
     for (int r = 0; r < A->world; r++) {
       slice_of(A, n, r, &lo, &cnt);
       if (cnt > 0)
-        memcpy(dst + lo * A->es, (char *)sh->result(A->tctx, r, b) + lo * A->es,
+        memcpy(dst + lo * A->es,
+               (char *)coll__rounds_result(A->R, r, b) + lo * A->es,
                cnt * A->es);
     }
   }
@@ -237,7 +237,7 @@ void (*coll__shm_direct_read_hook)(int rank) = NULL;
  * read_end (transport.h), which keep a closing peer from returning while
  * this rank still reads its memory. On failure nothing was read. */
 static coll_status_t reading(shm_ar_t *A, const char *what) {
-  coll_status_t s = A->sh->read_begin(A->tctx);
+  coll_status_t s = coll__rounds_read_begin(A->R);
   if (s != COLL_OK) return coll__algo_fail(&A->S.run, s, "%s", what);
   if (coll__shm_direct_read_hook != NULL) coll__shm_direct_read_hook(A->rank);
   return COLL_OK;
@@ -300,7 +300,7 @@ static coll_status_t gather_slices(shm_ar_t *A, char *dst, size_t count) {
     else
       memcpy(dst + lo * A->es, note_ptr(A, r, 1) + lo * A->es, cnt * A->es);
   }
-  if (!A->copies) A->sh->read_end(A->tctx);
+  if (!A->copies) coll__rounds_read_end(A->R);
   return COLL_OK;
 }
 
@@ -326,7 +326,7 @@ static coll_status_t direct_run(shm_ar_t *A, const char *src, char *dst,
   } else {
     COLL_CHECK(reading(A, "reducing from the peers' inputs"));
     if (cnt > 0) direct_reduce(A, dst, tmp, lo, cnt);
-    A->sh->read_end(A->tctx);
+    coll__rounds_read_end(A->R);
   }
   coll__shm_round_post(&A->S, COLL_T_FLAG_RED);
   COLL_CHECK(coll__shm_round_wait(&A->S, COLL_T_FLAG_RED, "slices"));
@@ -341,8 +341,7 @@ static coll_status_t direct_run(shm_ar_t *A, const char *src, char *dst,
 static coll_status_t setup(shm_ar_t *A, const coll_algo_ctx_t *ctx,
                            const char *what, coll_dtype_t dt, coll_op_t op) {
   COLL_CHECK(coll__shm_round_init(&A->S, ctx, what));
-  A->sh = A->S.sh;
-  A->tctx = A->S.tctx;
+  A->R = A->S.R;
   A->es = coll_dtype_size(dt);
   A->rank = A->S.self;
   A->world = A->S.world;
@@ -356,12 +355,11 @@ static coll_status_t setup(shm_ar_t *A, const coll_algo_ctx_t *ctx,
 /* Every round of a call, src to dst; the first one checks A->check. */
 static coll_status_t run_rounds(shm_ar_t *A, const char *src, char *dst,
                                 size_t count) {
-  size_t per_round = A->sh->slot_bytes / A->es, done = 0;
+  size_t per_round = A->R->slot_bytes / A->es, done = 0;
   /* Every round of this call runs in one mode, chosen from the whole
    * size: the same on every rank. */
   int whole = count * A->es <= SHM_WHOLE_MAX;
-  if (A->sh->direct_from > 0 && A->sh->read_begin != NULL &&
-      count * A->es >= A->sh->direct_from)
+  if (coll__rounds_direct(A->R) && count * A->es >= A->R->direct_from)
     return direct_run(A, src, dst, count);
   if (coll__shm_direct_copies(&A->S, count * A->es)) {
     A->copies = 1;
@@ -404,8 +402,7 @@ coll_status_t coll__agree_shm(const coll_algo_ctx_t *ctx,
   coll_status_t s;
   if (ctx->world < 2) return COLL_OK;
   COLL_CHECK(coll__shm_round_init(&A.S, ctx, "shm agree"));
-  A.sh = A.S.sh;
-  A.tctx = A.S.tctx;
+  A.R = A.S.R;
   A.rank = A.S.self;
   A.world = A.S.world;
   A.check = d;

@@ -39,8 +39,7 @@ coll_status_t coll__broadcast_shm(const coll_algo_ctx_t *ctx, void *buf,
   if (coll__shm_direct_copies(&S, bytes))
     return single_copy(&S, buf, bytes, root);
   while (done < bytes) {
-    size_t n =
-        bytes - done < S.sh->slot_bytes ? bytes - done : S.sh->slot_bytes;
+    size_t n = bytes - done < S.R->slot_bytes ? bytes - done : S.R->slot_bytes;
     if (coll__shm_round_next(&S) != COLL_OK) break;
     if (S.self == root)
       memcpy(coll__shm_round_slot(&S, root), (char *)buf + done, n);

@@ -75,7 +75,7 @@ coll_status_t coll__reduce_scatter_shm(const coll_algo_ctx_t *ctx,
   if (coll__shm_direct_copies(&S, count * es * (size_t)S.world))
     return single_copy(&S, fn, in, out, count, es);
   /* A piece for each rank side by side in one slot. */
-  per_round = S.sh->slot_bytes / es / (size_t)S.world;
+  per_round = S.R->slot_bytes / es / (size_t)S.world;
   if (per_round == 0)
     return coll__err(COLL_ERR_INTERNAL, "%s: a slot holds no element per rank",
                      S.run.what);

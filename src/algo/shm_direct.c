@@ -6,13 +6,13 @@
 #include <string.h>
 
 void coll__shm_direct_publish(shm_run_t *S, const void *a, const void *b) {
-  unsigned char *note = S->sh->note(S->tctx, S->self, S->b);
+  unsigned char *note = coll__rounds_note(S->R, S->self, S->b);
   memcpy(note + SHM_DIRECT_NOTE_PTRS, &a, sizeof a);
   memcpy(note + SHM_DIRECT_NOTE_PTRS + sizeof a, &b, sizeof b);
 }
 
 char *coll__shm_direct_ptr(const shm_run_t *S, int r, int k) {
-  const unsigned char *note = S->sh->note(S->tctx, r, S->b);
+  const unsigned char *note = coll__rounds_note(S->R, r, S->b);
   char *p;
   memcpy(&p, note + SHM_DIRECT_NOTE_PTRS + (size_t)k * sizeof p, sizeof p);
   return p;

@@ -2,7 +2,7 @@
 /* shm_direct.h: the direct mode of the collectives designed for shared
  * memory: a rank takes what it needs from its peers' own buffers instead
  * of through the slots. Two transports offer it: threads of one process
- * address each other's memory (coll_t_shared_t's direct_from, read_begin,
+ * address each other's memory (the rounds' direct_from, read_begin,
  * read_end: the in-process transport), and processes of one host copy
  * from each other's memory once, through the kernel (the provider's
  * peer_read, from coll__t_copy_from bytes: the shared-memory transport).

@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* shm_round.c: the round protocol of the collectives designed for shared
- * memory (shm_round.h). */
+ * memory (shm_round.h), over the transport's rounds. */
 #include "algo/shm_round.h"
 
 coll_status_t coll__shm_round_init(shm_run_t *S, const coll_algo_ctx_t *ctx,
                                    const char *what) {
   coll__algo_run_init(&S->run, ctx, what, ALGO_PH_SHM);
-  S->sh = coll__t_shared(ctx->t);
-  S->tctx = coll__t_shared_arg(ctx->t);
+  S->R = coll__t_rounds(ctx->t);
   S->self = coll__ctx_rank(ctx, ctx->rank);
   S->world = ctx->world;
   S->round = 0;
   S->b = 0;
-  if (S->sh == NULL)
+  if (S->R == NULL)
     return coll__err(COLL_ERR_INTERNAL,
                      "%s: the transport maps no shared memory", what);
   return COLL_OK;
@@ -20,7 +19,7 @@ coll_status_t coll__shm_round_init(shm_run_t *S, const coll_algo_ctx_t *ctx,
 
 coll_status_t coll__shm_round_wait(shm_run_t *S, int which, const char *what) {
   coll_status_t s =
-      S->sh->wait_all(S->tctx, which, S->round, S->run.ctx->deadline_ms);
+      coll__rounds_wait(S->R, which, S->round, S->run.ctx->deadline_ms);
   if (s != COLL_OK)
     return coll__algo_fail(&S->run, s, "round %llu, %s",
                            (unsigned long long)S->round, what);
@@ -29,12 +28,12 @@ coll_status_t coll__shm_round_wait(shm_run_t *S, int which, const char *what) {
 
 coll_status_t coll__shm_round_next(shm_run_t *S) {
   coll_status_t s;
-  S->round = S->sh->next_round(S->tctx);
+  S->round = coll__rounds_next(S->R);
   S->b = (int)(S->round & 1);
   if (S->round <= 2) return COLL_OK;
   /* Every rank finished reading this buffer two rounds ago. */
-  s = S->sh->wait_all(S->tctx, COLL_T_FLAG_OUT, S->round - 2,
-                      S->run.ctx->deadline_ms);
+  s = coll__rounds_wait(S->R, COLL_T_FLAG_OUT, S->round - 2,
+                        S->run.ctx->deadline_ms);
   if (s != COLL_OK)
     return coll__algo_fail(&S->run, s, "round %llu, slot free",
                            (unsigned long long)S->round);
@@ -42,5 +41,5 @@ coll_status_t coll__shm_round_next(shm_run_t *S) {
 }
 
 void coll__shm_round_post(shm_run_t *S, int which) {
-  S->sh->post(S->tctx, which, S->round);
+  coll__rounds_post(S->R, which, S->round);
 }

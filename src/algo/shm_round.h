@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* shm_round.h: the round protocol the collectives designed for shared
- * memory share (transport.h, coll_t_shared_t). A round: wait until every
+ * memory share (transport/common/rounds.h). A round: wait until every
  * rank is done with this round's buffer from two rounds before (OUT), write
  * into this rank's slot, post IN; wait for every IN; read what the
  * collective needs from the ranks' slots; post OUT. Rounds count on every
@@ -15,9 +15,8 @@
 
 typedef struct shm_run {
   algo_run_t run;
-  const coll_t_shared_t *sh;
-  void *tctx;
-  int self; /* this rank's comm (and transport) rank */
+  coll_rounds_t *R; /* the transport's rounds (transport.h) */
+  int self;         /* this rank's comm (and transport) rank */
   int world;
   uint64_t round; /* the current round */
   int b;          /* its buffer: 0 or 1 */
@@ -41,7 +40,7 @@ coll_status_t coll__shm_round_wait(shm_run_t *S, int which, const char *what);
 
 /* Rank r's slot of the current round's buffer. */
 static inline char *coll__shm_round_slot(const shm_run_t *S, int r) {
-  return (char *)S->sh->slot(S->tctx, r, S->b);
+  return coll__rounds_slot(S->R, r, S->b);
 }
 
 #endif

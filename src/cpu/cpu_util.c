@@ -32,7 +32,7 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
   coll__cpu_ctx(cpu, &ctx);
   /* Where the ranks share memory, the check is a round of notes, the one
    * the shared-memory allreduce folds it into (algo/allreduce_shm.c). */
-  if (coll__t_shared(cpu->t) != NULL) return coll__agree_shm(&ctx, d);
+  if (coll__t_rounds(cpu->t) != NULL) return coll__agree_shm(&ctx, d);
   return coll__agree(&ctx, d);
 }
 

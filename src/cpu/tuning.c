@@ -50,7 +50,7 @@ static void from_hints(coll_cpu_t *cpu, int *seg_agree) {
   tu->two_level_threshold = tu->ring_threshold;
   tu->rh_threshold = SIZE_MAX;
   tu->rh_max = RH_MAX_BYTES;
-  tu->shared = coll__t_shared(t) != NULL;
+  tu->shared = coll__t_rounds(t) != NULL;
   tu->shm_allreduce_below = coll__t_shm_allreduce_below(t);
   tu->shm_others_below = coll__t_shm_others_below(t);
   tu->shm_reduce_scatter_below = coll__t_shm_reduce_scatter_below(t);

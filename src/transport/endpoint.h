@@ -36,7 +36,7 @@ struct coll_transport {
   /* This rank's own report, written once by the thread that timed out. */
   coll_report_cell_t report;
   /* The provider's rounds table (its rounds slot), or NULL. */
-  const coll_t_shared_t *shared;
+  coll_rounds_t *rounds;
 };
 
 /* Ends t for a failure that started at o: its fail slot (the origin t

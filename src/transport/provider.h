@@ -111,10 +111,11 @@ typedef struct coll_provider {
    * move on their own. Any thread. */
   void (*kick)(void *ctx);
 
-  /* Memory every rank maps, for the collectives designed for it
-   * (coll_t_shared_t), or NULL where this endpoint has none. Called once,
-   * at creation. NULL: none. */
-  const coll_t_shared_t *(*rounds)(void *ctx);
+  /* The rounds over memory every rank maps, for the collectives designed
+   * for it (common/rounds.h: the provider brings the memory, its sleep,
+   * its wake and who is gone), or NULL where this endpoint has none.
+   * Called once, at creation. NULL: none. */
+  coll_rounds_t *(*rounds)(void *ctx);
 
   /* Single copy between the processes of one host: copies len bytes at
    * `from`, an address in `peer`'s own memory that the peer published (a

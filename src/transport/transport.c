@@ -47,7 +47,7 @@ coll_status_t coll__t_create(const coll_provider_t *p, void *ctx, int rank,
   coll__pos_init(&t->pos_own);
   t->pos = p->position != NULL ? p->position(ctx) : NULL;
   if (t->pos == NULL) t->pos = &t->pos_own;
-  t->shared = p->rounds != NULL ? p->rounds(ctx) : NULL;
+  t->rounds = p->rounds != NULL ? p->rounds(ctx) : NULL;
   t->timeout_ms = -1;
   coll__report_cell_init(&t->report);
   *out = t;
@@ -149,11 +149,7 @@ int coll_transport_rank(const coll_transport_t *t) { return t ? t->rank : -1; }
 
 int coll_transport_size(const coll_transport_t *t) { return t ? t->world : -1; }
 
-const coll_t_shared_t *coll__t_shared(const coll_transport_t *t) {
-  return t->shared;
-}
-
-void *coll__t_shared_arg(const coll_transport_t *t) { return t->ctx; }
+coll_rounds_t *coll__t_rounds(const coll_transport_t *t) { return t->rounds; }
 
 const coll_t_hints_t *coll__t_hints(const coll_transport_t *t) {
   return &t->p.hints;

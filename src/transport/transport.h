@@ -12,6 +12,7 @@
 #include "core/desync.h"
 #include "core/origin.h"
 #include "core/position.h"
+#include "transport/common/rounds.h"
 
 /* Longest provider name kept (longer ones are cut). */
 #define COLL_TRANSPORT_NAME_MAX 32
@@ -32,61 +33,10 @@ typedef struct coll_t_hints {
                          their owners (the provider's peer_read); 0: never */
 } coll_t_hints_t;
 
-/* A transport's shared memory, as the shared-memory collectives
- * (algo/allreduce_shm.c) see it: every rank owns two slots and two result
- * areas of `slot_bytes` each (buffer 0 and 1, used in alternate rounds),
- * which every rank can read, and three progress flags (COLL_T_FLAG_*)
- * that only it writes and every rank can wait on. Rounds count up from 1
- * on every rank alike: ranks run the same collectives in the same order.
- * One thread per endpoint. */
-enum { COLL_T_FLAG_IN = 0, COLL_T_FLAG_RED = 1, COLL_T_FLAG_OUT = 2 };
-#define COLL_T_NOTE_BYTES 64
-typedef struct coll_t_shared {
-  size_t slot_bytes; /* a multiple of 64 */
-  /* Where the transport's messages are as cheap as these rounds for large
-   * buffers (threads: one copy from buffer to buffer), COLL_ALGO=auto
-   * keeps them: allreduces of at least allreduce_below bytes take the
-   * ring (0: none do), broadcast and allgather run in rounds only below
-   * others_below bytes (their largest buffer; 0: never, SIZE_MAX: always),
-   * reduce-scatter below reduce_scatter_below. The descriptor check is a
-   * round whenever the transport has shared memory. */
-  size_t allreduce_below;
-  size_t others_below;
-  size_t reduce_scatter_below;
-  /* Where every rank's own memory is addressable by the others (threads
-   * of one process): allreduces of at least this many bytes read the
-   * callers' buffers directly instead of moving through the slots (0:
-   * never). A rank reads its peers' buffers only between read_begin, which
-   * fails (with a text) where any rank of the world has closed, and
-   * read_end; a closing endpoint returns only once no peer is between the
-   * two, so no buffer is read after its owner's call returned. */
-  size_t direct_from;
-  coll_status_t (*read_begin)(void *ctx);
-  void (*read_end)(void *ctx);
-  /* Rank r's slot / result area of buffer b (0 or 1). */
-  void *(*slot)(void *ctx, int r, int b);
-  void *(*result)(void *ctx, int r, int b);
-  /* The next round's number (1, 2, ...). */
-  uint64_t (*next_round)(void *ctx);
-  /* Sets this rank's flag `which` to round v (a release: what this rank
-   * wrote before is visible to a rank that saw it). */
-  void (*post)(void *ctx, int which, uint64_t v);
-  /* Waits until every rank's flag `which` reached v, before the absolute
-   * deadline (coll__now_ms based; < 0 none). Fails with the endpoint's
-   * failure (abort, PEER_LOST naming the rank, an unresponsive rank) or
-   * COLL_ERR_TIMEOUT, with a text; the caller then fails the transport. */
-  coll_status_t (*wait_all)(void *ctx, int which, uint64_t v,
-                            int64_t deadline_ms);
-  /* Rank r's note of buffer b: COLL_T_NOTE_BYTES that only it writes, and
-   * that every rank can read once it saw r's IN flag of the round (the
-   * descriptor check folded into algo/allreduce_shm.c). */
-  void *(*note)(void *ctx, int r, int b);
-} coll_t_shared_t;
-
-/* The transport's shared memory, or NULL, and the argument its calls take.
- * Any thread. */
-const coll_t_shared_t *coll__t_shared(const coll_transport_t *t);
-void *coll__t_shared_arg(const coll_transport_t *t);
+/* The rounds over the transport's shared memory (common/rounds.h), for
+ * the collectives designed for it, or NULL where it has none. Any thread;
+ * the rounds themselves are one thread's per endpoint. */
+coll_rounds_t *coll__t_rounds(const coll_transport_t *t);
 /* The provider's hints (provider.h). Any thread. */
 const coll_t_hints_t *coll__t_hints(const coll_transport_t *t);
 /* Single copy (provider.h, peer_read): the size from which the
@@ -106,21 +56,21 @@ int coll__t_aborted(const coll_transport_t *t);
  * every rank on one host. Any thread. */
 const int *coll__t_hosts(const coll_transport_t *t);
 /* What a transport with shared memory says of the sizes its rounds suit
- * (coll_t_shared_t's allreduce_below, others_below, reduce_scatter_below);
+ * (coll_rounds_t's allreduce_below, others_below, reduce_scatter_below);
  * 0 without shared memory. The CPU backend's tuning reads these, never the
  * fields. Any thread. */
 static inline size_t coll__t_shm_allreduce_below(const coll_transport_t *t) {
-  const coll_t_shared_t *sh = coll__t_shared(t);
-  return sh != NULL ? sh->allreduce_below : 0;
+  const coll_rounds_t *R = coll__t_rounds(t);
+  return R != NULL ? R->allreduce_below : 0;
 }
 static inline size_t coll__t_shm_others_below(const coll_transport_t *t) {
-  const coll_t_shared_t *sh = coll__t_shared(t);
-  return sh != NULL ? sh->others_below : 0;
+  const coll_rounds_t *R = coll__t_rounds(t);
+  return R != NULL ? R->others_below : 0;
 }
 static inline size_t coll__t_shm_reduce_scatter_below(
     const coll_transport_t *t) {
-  const coll_t_shared_t *sh = coll__t_shared(t);
-  return sh != NULL ? sh->reduce_scatter_below : 0;
+  const coll_rounds_t *R = coll__t_rounds(t);
+  return R != NULL ? R->reduce_scatter_below : 0;
 }
 
 /* The pipeline segment for a transport that states no preference (a third

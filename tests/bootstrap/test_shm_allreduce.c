@@ -233,7 +233,7 @@ static int rank_main(void *p) {
     fail_out(o, s, "init: %s", coll_last_error());
     return 0;
   }
-  o->used_shm = coll__t_shared(((coll_cpu_t *)c->be)->t) != NULL;
+  o->used_shm = coll__t_rounds(((coll_cpu_t *)c->be)->t) != NULL;
   switch (j->kase) {
     case CASE_NUMERICS: numerics(c, j->rank, j->world, o); break;
     case CASE_ABORT: abort_case(c, j, o); break;

@@ -154,7 +154,7 @@ static int rank_main(void *p) {
     fail_out(o, s, "init: %s", coll_last_error());
     return 0;
   }
-  o->used_shm = coll__t_shared(((coll_cpu_t *)c->be)->t) != NULL;
+  o->used_shm = coll__t_rounds(((coll_cpu_t *)c->be)->t) != NULL;
   /* The first case in the comm's first call, the others after good calls;
    * a good call after each. */
   for (int k = 0; k < NCASES && o->status == 0; k++) {

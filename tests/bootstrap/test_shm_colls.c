@@ -204,8 +204,8 @@ static void reduce_scatters(coll_comm_t *c, int rank, int world,
  * points (it takes a round number, as a collective would). */
 static uint64_t rounds(coll_comm_t *c) {
   coll_transport_t *t = ((coll_cpu_t *)c->be)->t;
-  const coll_t_shared_t *sh = coll__t_shared(t);
-  return sh != NULL ? sh->next_round(coll__t_shared_arg(t)) : 0;
+  coll_rounds_t *sh = coll__t_rounds(t);
+  return sh != NULL ? coll__rounds_next(sh) : 0;
 }
 
 static void results(coll_comm_t *c, int rank, int world, rank_out_t *o) {

@@ -243,7 +243,7 @@ static void *copy_wait_posted(copy_run_t *x) {
   int64_t until = test_now_ms() + TT_WAIT_MS;
   void *r;
   while ((r = atomic_load(&x->rreq)) == NULL && test_now_ms() < until)
-    inproc_cpu_relax();
+    coll__cpu_relax();
   return r;
 }
 
@@ -278,7 +278,7 @@ static void copy_rank(int rank, int world, void *arg) {
        * FREE, once rank 1 waited) if the copy won the race. */
       until = test_now_ms() + TT_WAIT_MS;
       while (inproc_state(rr) == INPROC_QUEUED && test_now_ms() < until)
-        inproc_cpu_relax();
+        coll__cpu_relax();
       x->saw_busy = inproc_state(rr) == INPROC_BUSY;
       if (inproc_state(rr) == INPROC_QUEUED)
         tt_fail(&x->res[2], "the send did not match in %d ms", TT_WAIT_MS);

@@ -27,8 +27,8 @@
 
 #define ROUNDS 200
 
-static const coll_t_shared_t *sh_of(coll_transport_t *t) {
-  const coll_t_shared_t *sh = coll__t_shared(t);
+static coll_rounds_t *sh_of(coll_transport_t *t) {
+  coll_rounds_t *sh = coll__t_rounds(t);
   assert_non_null(sh);
   return sh;
 }
@@ -37,8 +37,8 @@ static int64_t deadline_in(int64_t ms) { return coll__now_ms() + ms; }
 
 /* The rank of t starts round 1 and posts its IN flag. */
 static void enter_round1(coll_transport_t *t) {
-  assert_int_equal(sh_of(t)->next_round(t->ctx), 1);
-  sh_of(t)->post(t->ctx, COLL_T_FLAG_IN, 1);
+  assert_int_equal(coll__rounds_next(sh_of(t)), 1);
+  coll__rounds_post(sh_of(t), COLL_T_FLAG_IN, 1);
 }
 
 static void expect_text(const char *want) {
@@ -50,7 +50,7 @@ static void expect_text(const char *want) {
  * buffer, none overlapping; the policy COLL_ALGO=auto reads. */
 static void test_table(void **state) {
   coll_transport_t *t[3];
-  const coll_t_shared_t *sh;
+  coll_rounds_t *sh;
   int r, b;
   (void)state;
   assert_int_equal(coll_inproc_create(3, t), COLL_OK);
@@ -58,18 +58,19 @@ static void test_table(void **state) {
   assert_int_equal(sh->slot_bytes % 64, 0);
   assert_int_equal(sh->allreduce_below, 0);
   assert_int_equal(sh->direct_from, 8u << 20);
-  assert_non_null(sh->read_begin);
-  assert_non_null(sh->read_end);
+  assert_non_null(sh->ops->read_begin);
+  assert_non_null(sh->ops->read_end);
+  assert_true(coll__rounds_direct(sh));
   /* Three threads outnumber the cores of a 2-core host. */
   assert_int_equal(sh->others_below, 3 > coll__cores() ? 2u << 20 : 0);
   assert_int_equal(sh->reduce_scatter_below, SIZE_MAX);
   for (r = 0; r < 3; r++)
     for (b = 0; b < 2; b++) {
-      char *slot = sh->slot(t[0]->ctx, r, b);
-      char *res = sh->result(t[0]->ctx, r, b);
-      assert_ptr_equal(slot, sh_of(t[2])->slot(t[2]->ctx, r, b));
-      assert_ptr_equal(sh->note(t[0]->ctx, r, b),
-                       sh_of(t[1])->note(t[1]->ctx, r, b));
+      char *slot = coll__rounds_slot(sh, r, b);
+      char *res = coll__rounds_result(sh, r, b);
+      assert_ptr_equal(slot, coll__rounds_slot(sh_of(t[2]), r, b));
+      assert_ptr_equal(coll__rounds_note(sh, r, b),
+                       coll__rounds_note(sh_of(t[1]), r, b));
       /* Whole areas are usable: a write at both ends. */
       slot[0] = slot[sh->slot_bytes - 1] = (char)(r + b);
       /* Half a page in, clear of where callers' buffers start. */
@@ -78,8 +79,8 @@ static void test_table(void **state) {
       res[0] = res[sh->slot_bytes - 1] = (char)(r + b);
     }
   for (r = 0; r < 3; r++) {
-    char *s0 = sh->slot(t[0]->ctx, r, 0), *s1 = sh->slot(t[0]->ctx, r, 1);
-    char *r0 = sh->result(t[0]->ctx, r, 0);
+    char *s0 = coll__rounds_slot(sh, r, 0), *s1 = coll__rounds_slot(sh, r, 1);
+    char *r0 = coll__rounds_result(sh, r, 0);
     assert_true(s1 >= s0 + sh->slot_bytes && r0 >= s1 + sh->slot_bytes);
   }
   for (r = 0; r < 3; r++) coll_transport_destroy(t[r]);
@@ -112,35 +113,34 @@ typedef struct rounds_job {
  * every OUT before the buffer comes round again. */
 static void rounds_rank(int rank, int world, void *arg) {
   rounds_job_t *j = arg;
-  const coll_t_shared_t *sh = coll__t_shared(j->t[rank]);
-  void *ctx = j->t[rank]->ctx;
+  coll_rounds_t *sh = coll__t_rounds(j->t[rank]);
   size_t words = sh->slot_bytes / sizeof(uint64_t), k;
   for (int i = 0; i < ROUNDS; i++) {
-    uint64_t v = sh->next_round(ctx);
+    uint64_t v = coll__rounds_next(sh);
     int b = (int)(v & 1);
-    uint64_t *mine = sh->slot(ctx, rank, b);
+    uint64_t *mine = (uint64_t *)coll__rounds_slot(sh, rank, b);
     if (v != (uint64_t)i + 1) {
       tt_fail(&j->res[rank], "round %llu, expected %d", (unsigned long long)v,
               i + 1);
       return;
     }
-    if (v > 2 && sh->wait_all(ctx, COLL_T_FLAG_OUT, v - 2,
-                              deadline_in(TT_WAIT_MS)) != COLL_OK) {
+    if (v > 2 && coll__rounds_wait(sh, COLL_T_FLAG_OUT, v - 2,
+                                   deadline_in(TT_WAIT_MS)) != COLL_OK) {
       tt_fail(&j->res[rank], "round %d, OUT: %s", i, coll_last_error());
       return;
     }
     for (k = 0; k < words; k += 509) mine[k] = (uint64_t)rank << 32 | v;
-    memcpy(sh->note(ctx, rank, b), &v, sizeof v);
-    sh->post(ctx, COLL_T_FLAG_IN, v);
-    if (sh->wait_all(ctx, COLL_T_FLAG_IN, v, deadline_in(TT_WAIT_MS)) !=
+    memcpy(coll__rounds_note(sh, rank, b), &v, sizeof v);
+    coll__rounds_post(sh, COLL_T_FLAG_IN, v);
+    if (coll__rounds_wait(sh, COLL_T_FLAG_IN, v, deadline_in(TT_WAIT_MS)) !=
         COLL_OK) {
       tt_fail(&j->res[rank], "round %d, IN: %s", i, coll_last_error());
       return;
     }
     for (int p = 0; p < world; p++) {
-      const uint64_t *theirs = sh->slot(ctx, p, b);
+      const uint64_t *theirs = (const uint64_t *)coll__rounds_slot(sh, p, b);
       uint64_t note;
-      memcpy(&note, sh->note(ctx, p, b), sizeof note);
+      memcpy(&note, coll__rounds_note(sh, p, b), sizeof note);
       for (k = 0; k < words; k += 509)
         if (theirs[k] != ((uint64_t)p << 32 | v) || note != v) {
           tt_fail(&j->res[rank], "round %d: rank %d's slot or note is stale", i,
@@ -148,7 +148,7 @@ static void rounds_rank(int rank, int world, void *arg) {
           return;
         }
     }
-    sh->post(ctx, COLL_T_FLAG_OUT, v);
+    coll__rounds_post(sh, COLL_T_FLAG_OUT, v);
   }
 }
 
@@ -185,7 +185,7 @@ static void *close_later(void *arg) {
  * the spin is 50 us) with ABORTED, long before the deadline. */
 static void test_abort_wakes_the_wait(void **state) {
   coll_transport_t *t[2];
-  const coll_t_shared_t *sh;
+  coll_rounds_t *sh;
   later_t l;
   pthread_t th;
   (void)state;
@@ -193,9 +193,9 @@ static void test_abort_wakes_the_wait(void **state) {
   sh = sh_of(t[0]);
   l = (later_t){t[0], 100, 0};
   assert_int_equal(pthread_create(&th, NULL, close_later, &l), 0);
-  assert_int_equal(sh->next_round(t[0]->ctx), 1);
+  assert_int_equal(coll__rounds_next(sh), 1);
   assert_int_equal(
-      sh->wait_all(t[0]->ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+      coll__rounds_wait(sh, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
       COLL_ERR_ABORTED);
   expect_text("this endpoint was aborted");
   pthread_join(th, NULL);
@@ -207,21 +207,19 @@ static void test_abort_wakes_the_wait(void **state) {
  * and the flight recorder hears which peer it was. */
 static void test_peer_abort_names_it(void **state) {
   coll_transport_t *t[3];
-  const coll_t_shared_t *sh;
+  coll_rounds_t *sh;
   later_t l;
   pthread_t th;
-  void *ctx;
   (void)state;
   assert_int_equal(coll_inproc_create(3, t), COLL_OK);
   sh = sh_of(t[0]);
-  ctx = t[0]->ctx;
   (void)coll__trace_take_peer();
   enter_round1(t[1]);
   l = (later_t){t[2], 100, 0};
   assert_int_equal(pthread_create(&th, NULL, close_later, &l), 0);
   enter_round1(t[0]);
   assert_int_equal(
-      sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+      coll__rounds_wait(sh, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
       COLL_ERR_ABORTED);
   expect_text("waiting for rank 2");
   expect_text("rank 2 aborted");
@@ -234,22 +232,22 @@ static void test_peer_abort_names_it(void **state) {
  * not fail round 1; round 2, which it never reached, is PEER_LOST. */
 static void test_peer_that_finished_and_left(void **state) {
   coll_transport_t *t[2];
-  const coll_t_shared_t *sh;
-  void *ctx;
+  coll_rounds_t *sh;
   (void)state;
   assert_int_equal(coll_inproc_create(2, t), COLL_OK);
   sh = sh_of(t[0]);
-  ctx = t[0]->ctx;
   enter_round1(t[1]);
-  sh_of(t[1])->post(t[1]->ctx, COLL_T_FLAG_OUT, 1);
+  coll__rounds_post(sh_of(t[1]), COLL_T_FLAG_OUT, 1);
   coll_transport_destroy(t[1]);
-  assert_int_equal(sh->next_round(ctx), 1);
+  assert_int_equal(coll__rounds_next(sh), 1);
   assert_int_equal(
-      sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)), COLL_OK);
+      coll__rounds_wait(sh, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+      COLL_OK);
   assert_int_equal(
-      sh->wait_all(ctx, COLL_T_FLAG_OUT, 1, deadline_in(TT_WAIT_MS)), COLL_OK);
+      coll__rounds_wait(sh, COLL_T_FLAG_OUT, 1, deadline_in(TT_WAIT_MS)),
+      COLL_OK);
   assert_int_equal(
-      sh->wait_all(ctx, COLL_T_FLAG_IN, 2, deadline_in(TT_WAIT_MS)),
+      coll__rounds_wait(sh, COLL_T_FLAG_IN, 2, deadline_in(TT_WAIT_MS)),
       COLL_ERR_PEER_LOST);
   expect_text("waiting for rank 1");
   coll_transport_destroy(t[0]);
@@ -259,16 +257,14 @@ static void test_peer_that_finished_and_left(void **state) {
  * rank behind (rank 2 posted, rank 1 did not). */
 static void test_deadline_names_the_rank_behind(void **state) {
   coll_transport_t *t[3];
-  const coll_t_shared_t *sh;
-  void *ctx;
+  coll_rounds_t *sh;
   (void)state;
   assert_int_equal(coll_inproc_create(3, t), COLL_OK);
   sh = sh_of(t[0]);
-  ctx = t[0]->ctx;
   (void)coll__trace_take_peer();
   enter_round1(t[2]);
-  assert_int_equal(sh->next_round(ctx), 1);
-  assert_int_equal(sh->wait_all(ctx, COLL_T_FLAG_IN, 1, deadline_in(200)),
+  assert_int_equal(coll__rounds_next(sh), 1);
+  assert_int_equal(coll__rounds_wait(sh, COLL_T_FLAG_IN, 1, deadline_in(200)),
                    COLL_ERR_TIMEOUT);
   expect_text("rank 1 did not reach round 1");
   assert_int_equal(coll__trace_take_peer(), 1);

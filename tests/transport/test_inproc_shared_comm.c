@@ -66,7 +66,7 @@ static void comm_rank(int rank, int world, void *arg) {
   for (size_t i = 0; i < n; i++) {
     size_t count = k_counts[i], e;
     float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
-    uint64_t before = ep->coll_round;
+    uint64_t before = ep->rounds.round;
     coll_status_t s;
     int bad = 0;
     if (x == NULL || y == NULL) {
@@ -77,8 +77,9 @@ static void comm_rank(int rank, int world, void *arg) {
     }
     for (e = 0; e < count; e++) x[e] = comm_val(rank, e);
     s = coll_allreduce(j->c[rank], x, x, count, COLL_F32, COLL_SUM, NULL);
-    j->rounds[rank][i] = ep->coll_round - before;
-    j->mode[rank][i] = ep->coll_note[ep->coll_round & 1][COLL_AGREE_DESC_BYTES];
+    j->rounds[rank][i] = ep->rounds.round - before;
+    j->mode[rank][i] =
+        ep->round_ctl.note[ep->rounds.round & 1][COLL_AGREE_DESC_BYTES];
     if (s == COLL_OK)
       bad = comm_wrong(&j->res[rank], "in place", world, x, count);
     /* Out of place: the input stays as it was. */
@@ -186,7 +187,7 @@ static void forced_rank(int rank, int world, void *arg) {
     goto done;
   }
   for (e = 0; e < n; e++) b[e] = rank == 1 ? val(1, e) : -1.0f;
-  before = ep->coll_round;
+  before = ep->rounds.round;
   if (coll_broadcast(j->c[rank], b, n, COLL_F32, 1, NULL) != COLL_OK) {
     tt_fail(&j->res[rank], "broadcast: %s", coll_last_error());
     goto done;
@@ -217,9 +218,9 @@ static void forced_rank(int rank, int world, void *arg) {
   if (rs_wrong(&j->res[rank], rank, world, mine, n)) goto done;
   /* Each of the three spans several slots; on messages only the three
    * checks would count. */
-  if (ep->coll_round - before < 9)
+  if (ep->rounds.round - before < 9)
     tt_fail(&j->res[rank], "%llu rounds for three collectives",
-            (unsigned long long)(ep->coll_round - before));
+            (unsigned long long)(ep->rounds.round - before));
 done:
   free(b);
   free(all);
@@ -260,22 +261,22 @@ static void auto_rank(int rank, int world, void *arg) {
     goto done;
   }
   for (e = 0; e < AUTO_COUNT; e++) all[e] = val(rank, e);
-  before = ep->coll_round;
+  before = ep->rounds.round;
   if (coll_reduce_scatter(j->c[rank], all, mine, n, COLL_F32, COLL_SUM, NULL) !=
       COLL_OK) {
     tt_fail(&j->res[rank], "reduce-scatter: %s", coll_last_error());
     goto done;
   }
-  j->rs_rounds[rank] = ep->coll_round - before;
+  j->rs_rounds[rank] = ep->rounds.round - before;
   if (rs_wrong(&j->res[rank], rank, world, mine, n)) goto done;
   for (e = 0; e < AUTO_COUNT; e++) all[e] = rank == 0 ? val(0, e) : -1.0f;
-  before = ep->coll_round;
+  before = ep->rounds.round;
   if (coll_broadcast(j->c[rank], all, AUTO_COUNT, COLL_F32, 0, NULL) !=
       COLL_OK) {
     tt_fail(&j->res[rank], "broadcast: %s", coll_last_error());
     goto done;
   }
-  j->bcast_rounds[rank] = ep->coll_round - before;
+  j->bcast_rounds[rank] = ep->rounds.round - before;
   for (e = 0; e < AUTO_COUNT; e++)
     if (all[e] != val(0, e)) {
       tt_fail(&j->res[rank], "broadcast: element %zu is %g", e, (double)all[e]);

@@ -51,7 +51,7 @@ typedef struct scen {
 static void leave_rank(coll_transport_t *t, int rank, int world,
                        tt_result_t *res, void *arg) {
   scen_t *sc = arg;
-  const coll_t_shared_t *sh = coll__t_shared(t);
+  coll_rounds_t *sh = coll__t_rounds(t);
   int64_t until = coll__now_ms() + TT_WAIT_MS;
   (void)world;
   if (sh == NULL) {
@@ -59,10 +59,10 @@ static void leave_rank(coll_transport_t *t, int rank, int world,
     coll_transport_destroy(t);
     return;
   }
-  if (sh->next_round(t->ctx) != 1) tt_fail(res, "the first round is not 1");
+  if (coll__rounds_next(sh) != 1) tt_fail(res, "the first round is not 1");
   if (rank == 1) {
-    sh->post(t->ctx, COLL_T_FLAG_IN, 1);
-    if (sc->finish) sh->post(t->ctx, COLL_T_FLAG_OUT, 1);
+    coll__rounds_post(sh, COLL_T_FLAG_IN, 1);
+    if (sc->finish) coll__rounds_post(sh, COLL_T_FLAG_OUT, 1);
     coll_transport_destroy(t);
     sc->flag->left = 1;
     return;
@@ -71,27 +71,22 @@ static void leave_rank(coll_transport_t *t, int rank, int world,
   if (!sc->flag->left) {
     tt_fail(res, "rank 1 did not leave within %d ms", TT_WAIT_MS);
   } else if (sc->finish) {
-    /* A waiter that found rank 1 behind at its look, before rank 1 posted,
-     * and asks about it only now that it is gone. */
-    expect(res, coll__shm_wait_on(t->ctx, 1, COLL_T_FLAG_IN, 1), COLL_OK,
-           "rank 1 behind at the look, posted and gone since");
+    /* (A waiter that looked before rank 1 posted and asks about it only
+     * once it is gone: test_rounds.c.) */
     expect(res,
-           sh->wait_all(t->ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+           coll__rounds_wait(sh, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
            COLL_OK, "round 1, IN");
     expect(res,
-           sh->wait_all(t->ctx, COLL_T_FLAG_OUT, 1, deadline_in(TT_WAIT_MS)),
+           coll__rounds_wait(sh, COLL_T_FLAG_OUT, 1, deadline_in(TT_WAIT_MS)),
            COLL_OK, "round 1, OUT");
-    expect(res, coll__shm_wait_on(t->ctx, 1, COLL_T_FLAG_IN, 2),
-           COLL_ERR_PEER_LOST, "rank 1 behind in round 2 and gone");
-    expect_text(res, "rank 1 left", "round 2, rank 1 behind");
     expect(res,
-           sh->wait_all(t->ctx, COLL_T_FLAG_IN, 2, deadline_in(TT_WAIT_MS)),
+           coll__rounds_wait(sh, COLL_T_FLAG_IN, 2, deadline_in(TT_WAIT_MS)),
            COLL_ERR_PEER_LOST, "round 2, IN");
     expect_text(res, "rank 1 left", "round 2, IN");
   } else {
     /* It posted IN and left: its IN is there, the round is not done. */
     expect(res,
-           sh->wait_all(t->ctx, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
+           coll__rounds_wait(sh, COLL_T_FLAG_IN, 1, deadline_in(TT_WAIT_MS)),
            COLL_ERR_PEER_LOST, "round 1 of a rank that left mid-round");
     expect_text(res, "rank 1 left", "round 1, rank 1 left mid-round");
   }

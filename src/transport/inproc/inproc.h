@@ -13,6 +13,7 @@
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/common/liveness.h"
+#include "transport/common/rounds.h"
 #include "transport/transport.h"
 
 /* Ranks of one process are threads; more than this is a caller's mistake. */
@@ -94,18 +95,17 @@ struct inproc_ep {
   /* Where this rank's comm is: written by its threads, read by a peer
    * whose collective timed out (inproc_desync.c). */
   coll_pos_t pos;
-  /* The shared-memory collectives' view of this rank (inproc_shared.c):
-   * its progress flags (COLL_T_FLAG_*, on a line of their own: every peer
-   * polls them), its notes, and its two slots and two result areas in
-   * coll_mem (NULL: the world has none). Only this rank's collective
-   * thread writes them; coll_round is its own. */
-  _Alignas(64) _Atomic uint64_t coll_flag[3];
-  /* 1 while this rank's collective thread reads its peers' buffers (the
-   * direct allreduce: coll_t_shared_t's read_begin / read_end). */
-  _Atomic int coll_reading;
-  unsigned char coll_note[2][COLL_T_NOTE_BYTES];
-  uint64_t coll_round;
+  /* The rounds of the collectives designed for shared memory
+   * (inproc_shared.c, common/rounds.h): this rank's control (its flags
+   * and notes, which every peer reads), its view of every rank's, and its
+   * two slots and two result areas in coll_mem (NULL: the world has
+   * none). Only this rank's collective thread writes them. */
+  coll_round_ctl_t round_ctl;
+  coll_rounds_t rounds;
   char *coll_mem;
+  /* 1 while this rank's collective thread reads its peers' buffers (the
+   * direct allreduce: read_begin / read_end of common/rounds.h). */
+  _Atomic int coll_reading;
   /* Constant after creation. */
   inproc_world_t *w;
   int rank;
@@ -123,9 +123,11 @@ struct inproc_world {
   inproc_ep_t *eps;
   /* The desync report of the first rank that timed out. */
   coll_report_cell_t report;
-  /* Where waiters on the shared-memory collectives' flags sleep; posts and
-   * closes broadcast flag_cv (inproc_shared.c). */
-  coll_t_shared_t shared; /* the table its endpoints offer (crowded or not) */
+  /* Every rank's round control and areas, as the endpoints' rounds see
+   * them (inproc_shared.c). Waiters on the flags sleep on flag_cv; posts
+   * and closes broadcast it. */
+  coll_round_ctl_t **round_ctl;
+  char **round_mem;
   uv_mutex_t flag_mu;
   uv_cond_t flag_cv;
   atomic_int flag_sleepers;
@@ -183,13 +185,13 @@ void coll__inproc_leave(void *ctx);
 void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
                            const inproc_ep_t *lost_by);
 
-/* inproc_shared.c: the shared-memory collectives' memory. alloc gives
- * every rank its slots, or none (returns 0) when memory is short; free
- * releases them; shared is the table of the rounds slot, or NULL when
- * there is none; wake ends every flag wait's sleep (a close calls it). */
+/* inproc_shared.c: the rounds' memory. alloc gives every rank its slots
+ * and sets up every endpoint's rounds, or gives none (returns 0) when
+ * memory is short; free releases them; rounds is the rank's, or NULL when
+ * there are none; wake ends every flag wait's sleep (a close calls it). */
 int coll__inproc_shared_alloc(inproc_world_t *w);
 void coll__inproc_shared_free(inproc_world_t *w);
-const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w);
+coll_rounds_t *coll__inproc_rounds(inproc_ep_t *ep);
 void coll__inproc_shared_wake(inproc_world_t *w);
 /* Returns once no endpoint but x is reading its peers' buffers (x is
  * closed: none starts again). */
@@ -227,15 +229,6 @@ static inline void inproc_list_remove(inproc_list_t *l, inproc_req_t *r) {
   else
     l->tail = r->prev;
   r->prev = r->next = NULL;
-}
-
-/* A polite pause inside a polling loop. */
-static inline void inproc_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
 }
 
 /* Waits on the endpoint's idle_cv. Its lock held. */

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* inproc_shared.c: the memory the collectives designed for shared memory
- * use (transport.h, coll_t_shared_t), between the threads of one world.
- * Threads share an address space, so this is what the shm transport maps
- * (shm_coll.c) without the mapping: every rank's slots and result areas
- * in one allocation of its own, its flags and notes in its endpoint. A
- * waiter spins while its peers are about to answer (when every rank
+/* inproc_shared.c: the rounds of the collectives designed for shared
+ * memory (common/rounds.h) between the threads of one world: what the shm
+ * transport maps, without the mapping. Every rank's slots and result
+ * areas are an allocation of its own, its control lives in its endpoint.
+ * A waiter spins while its peers are about to answer (when every rank
  * thread can have a core), then sleeps on the world's flag_cv; a post
  * wakes the sleepers, and so does an endpoint's close (inproc_close.c),
  * so an abort or a peer's end stops the wait at once. */
@@ -38,45 +37,42 @@
 #define INPROC_COLL_PAGE_OFFSET 2048u
 
 /* The longest sleep between two looks at the flags: a safety net only. */
-#define INPROC_FLAG_SLEEP_NS 10000000u
+#define INPROC_FLAG_SLEEP_MS 10
 /* How long a waiter polls the flags before it sleeps, with more rank
  * threads than cores too (it yields as it polls): as the shm transport's
  * waiters (COLL_DEFAULT_SHM_SPIN_US, core/env.h). */
 #define INPROC_FLAG_SPIN_NS 50000u
-/* Pause instructions between two sched_yield calls while spinning. */
+/* Looks between two sched_yield calls while spinning. */
 #define INPROC_FLAG_SPINS_PER_YIELD 64
 
-static void *coll_slot(void *ctx, int r, int b) {
-  inproc_ep_t *ep = ctx;
-  return ep->w->eps[r].coll_mem + INPROC_COLL_PAGE_OFFSET +
-         (size_t)b * INPROC_COLL_SLOT;
+static int is_closed(const inproc_ep_t *x) {
+  return atomic_load(&((inproc_ep_t *)x)->lost) != INPROC_OPEN;
 }
 
-static void *coll_result(void *ctx, int r, int b) {
-  inproc_ep_t *ep = ctx;
-  return ep->w->eps[r].coll_mem + INPROC_COLL_PAGE_OFFSET +
-         (size_t)(2 + b) * INPROC_COLL_SLOT;
+static int gone(void *arg, int p) {
+  return is_closed(&((inproc_ep_t *)arg)->w->eps[p]);
 }
 
-static void *coll_note(void *ctx, int r, int b) {
-  inproc_ep_t *ep = ctx;
-  return ep->w->eps[r].coll_note[b];
+/* A closed rank p's failure, as this rank reports it: its origin (a peer's
+ * is forwarded from here on), or this endpoint's own close. */
+static coll_status_t why(void *arg, int p, char *buf, size_t n) {
+  inproc_ep_t *ep = arg;
+  const inproc_ep_t *x = &ep->w->eps[p];
+  coll_status_t s;
+  if (!is_closed(x)) return COLL_OK;
+  if (x != ep) coll__inproc_note_origin(ep, inproc_origin(x));
+  s = coll__origin_req_status(inproc_origin(x));
+  if (s == COLL_OK) s = COLL_ERR_ABORTED;
+  if (x == ep && inproc_origin(ep)->rank == ep->rank)
+    snprintf(buf, n, "this endpoint was %s",
+             inproc_why_text(atomic_load(&ep->lost)));
+  else
+    coll__origin_text(inproc_origin(x), ep->rank, buf, n);
+  return s;
 }
 
-static uint64_t next_round(void *ctx) {
-  inproc_ep_t *ep = ctx;
-  return ++ep->coll_round;
-}
-
-static uint64_t flag(const inproc_ep_t *ep, int which) {
-  return atomic_load_explicit(&((inproc_ep_t *)ep)->coll_flag[which],
-                              memory_order_acquire);
-}
-
-static void post(void *ctx, int which, uint64_t v) {
-  inproc_ep_t *ep = ctx;
-  inproc_world_t *w = ep->w;
-  atomic_store_explicit(&ep->coll_flag[which], v, memory_order_release);
+static void wake(void *arg) {
+  inproc_world_t *w = ((inproc_ep_t *)arg)->w;
   /* Pairs with the fence in sleep_on: either the sleeper sees the flag,
    * or this sees the sleeper. */
   atomic_thread_fence(memory_order_seq_cst);
@@ -87,108 +83,25 @@ static void post(void *ctx, int which, uint64_t v) {
   }
 }
 
-static int is_closed(const inproc_ep_t *x) {
-  return atomic_load(&((inproc_ep_t *)x)->lost) != INPROC_OPEN;
-}
-
-/* What ends a wait for round v of `which`: -1 this endpoint's own close,
- * p a peer that closed before it finished the round (its flag `which` or
- * its OUT short of v: it gave up on the collective, so this rank must not
- * finish it either), INT_MAX nothing. */
-static int ender(const inproc_ep_t *ep, int which, uint64_t v) {
-  const inproc_world_t *w = ep->w;
-  if (is_closed(ep)) return -1;
-  for (int p = 0; p < w->size; p++) {
-    const inproc_ep_t *x = &w->eps[p];
-    if (x != ep && is_closed(x) &&
-        (flag(x, which) < v || flag(x, COLL_T_FLAG_OUT) < v))
-      return p;
-  }
-  return INT_MAX;
-}
-
-/* COLL_OK, or what ends the wait (ender), with a text. */
-static coll_status_t check(inproc_ep_t *ep, int which, uint64_t v) {
-  int e = ender(ep, which, v);
-  const inproc_ep_t *x = e < 0 ? ep : &ep->w->eps[e];
-  coll_status_t s;
-  char seen[160];
-  if (e == INT_MAX) return COLL_OK;
-  if (e >= 0) {
-    coll__inproc_note_origin(ep, inproc_origin(x));
-    coll__trace_note_failed_peer(e);
-  }
-  s = coll__origin_req_status(inproc_origin(x));
-  if (s == COLL_OK) s = COLL_ERR_ABORTED;
-  if (e < 0 && inproc_origin(ep)->rank == ep->rank)
-    snprintf(seen, sizeof seen, "this endpoint was %s",
-             inproc_why_text(atomic_load(&((inproc_ep_t *)ep)->lost)));
-  else
-    coll__origin_text(inproc_origin(x), ep->rank, seen, sizeof seen);
-  if (e < 0)
-    return coll__err(s, "inproc rank %d: collective round %" PRIu64 ": %s",
-                     ep->rank, v, seen);
-  return coll__err(s,
-                   "inproc rank %d: waiting for rank %d in collective round "
-                   "%" PRIu64 ": %s",
-                   ep->rank, e, v, seen);
-}
-
-/* The first peer whose flag `which` has not reached v, or -1. */
-static int first_behind(const inproc_ep_t *ep, int which, uint64_t v) {
-  const inproc_world_t *w = ep->w;
-  for (int p = 0; p < w->size; p++)
-    if (p != ep->rank && flag(&w->eps[p], which) < v) return p;
-  return -1;
-}
-
-/* Sleeps on flag_cv for at most ns, unless a flag or a close that ends
+/* Sleeps on flag_cv for at most ms, unless a flag or a close that ends
  * the wait came first. */
-static void sleep_on(inproc_ep_t *ep, int which, uint64_t v, uint64_t ns) {
-  inproc_world_t *w = ep->w;
+static void sleep_on(void *arg, const coll_rounds_t *R, int which, uint64_t v,
+                     int64_t ms) {
+  inproc_world_t *w = ((inproc_ep_t *)arg)->w;
   uv_mutex_lock(&w->flag_mu);
   atomic_fetch_add(&w->flag_sleepers, 1);
   atomic_thread_fence(memory_order_seq_cst);
   /* A close stores `lost` before it takes flag_mu to broadcast: looked at
    * under the lock, it cannot slip between this look and the wait. */
-  if (first_behind(ep, which, v) >= 0 && ender(ep, which, v) == INT_MAX)
-    (void)uv_cond_timedwait(&w->flag_cv, &w->flag_mu, ns);
+  if (coll__rounds_blocked(R, which, v)) {
+    if (ms < 0)
+      uv_cond_wait(&w->flag_cv, &w->flag_mu);
+    else
+      (void)uv_cond_timedwait(&w->flag_cv, &w->flag_mu,
+                              (uint64_t)ms * 1000000u);
+  }
   atomic_fetch_sub(&w->flag_sleepers, 1);
   uv_mutex_unlock(&w->flag_mu);
-}
-
-static coll_status_t wait_all(void *ctx, int which, uint64_t v,
-                              int64_t deadline_ms) {
-  inproc_ep_t *ep = ctx;
-  uint64_t spin_until = uv_hrtime() + INPROC_FLAG_SPIN_NS;
-  unsigned spins = 0;
-  for (;;) {
-    int p = first_behind(ep, which, v);
-    coll_status_t s = check(ep, which, v);
-    int64_t left;
-    if (s != COLL_OK) return s;
-    if (p < 0) return COLL_OK;
-    left = deadline_ms < 0 ? INT64_MAX : deadline_ms - coll__now_ms();
-    if (left <= 0) {
-      coll__trace_note_failed_peer(p);
-      return coll__err(COLL_ERR_TIMEOUT,
-                       "inproc: rank %d did not reach round %" PRIu64
-                       " of the collective in time",
-                       p, v);
-    }
-    if (uv_hrtime() < spin_until) {
-      /* Now and then let another thread have the core: the peer this rank
-       * waits for may need exactly this one. */
-      if (++spins % INPROC_FLAG_SPINS_PER_YIELD == 0)
-        sched_yield();
-      else
-        inproc_cpu_relax();
-      continue;
-    }
-    sleep_on(ep, which, v,
-             left < INPROC_FLAG_SLEEP_NS / 1000000 ? (uint64_t)left * 1000000u
-                                                   : INPROC_FLAG_SLEEP_NS);
-  }
 }
 
 /* Threads against the message path of the same build (coll-perf
@@ -285,43 +198,55 @@ void coll__inproc_shared_quiesce(inproc_world_t *w, const inproc_ep_t *x) {
       if (++spins % INPROC_FLAG_SPINS_PER_YIELD == 0)
         sched_yield();
       else
-        inproc_cpu_relax();
+        coll__cpu_relax();
   }
 }
 
-/* A world's table starts as this one (inproc_shared_alloc). */
-static const coll_t_shared_t inproc_shared = {
-    .slot_bytes = INPROC_COLL_SLOT,
-    .allreduce_below = 0,
-    .others_below = 0,
-    .reduce_scatter_below = SIZE_MAX,
-    .direct_from = INPROC_DIRECT_FROM,
+static const coll_rounds_ops_t inproc_rounds_ops = {
+    .gone = gone,
+    .why = why,
+    .wake = wake,
+    .sleep = sleep_on,
     .read_begin = read_begin,
     .read_end = read_end,
-    .slot = coll_slot,
-    .result = coll_result,
-    .next_round = next_round,
-    .post = post,
-    .wait_all = wait_all,
-    .note = coll_note,
 };
 
+/* Spins while the peers are about to answer, yielding now and then (with
+ * more rank threads than cores too: the flags are polled, not the
+ * requests), and sleeps at most INPROC_FLAG_SLEEP_MS at a time. */
+static const coll_wait_policy_t inproc_rounds_policy = {
+    INPROC_FLAG_SPIN_NS, INPROC_FLAG_SPINS_PER_YIELD, INPROC_FLAG_SLEEP_MS, 0};
+
 int coll__inproc_shared_alloc(inproc_world_t *w) {
+  size_t n = (size_t)w->size;
   int i;
-  for (i = 0; i < w->size; i++) {
+  w->round_ctl = calloc(n, sizeof *w->round_ctl);
+  w->round_mem = calloc(n, sizeof *w->round_mem);
+  for (i = 0; w->round_ctl != NULL && w->round_mem != NULL && i < w->size;
+       i++) {
+    inproc_ep_t *ep = &w->eps[i];
     /* Untouched until a collective uses it: malloc maps this size lazily. */
-    w->eps[i].coll_mem =
-        aligned_alloc(4096, 4 * (size_t)INPROC_COLL_SLOT + 4096);
-    if (w->eps[i].coll_mem == NULL) break;
+    ep->coll_mem = aligned_alloc(4096, 4 * (size_t)INPROC_COLL_SLOT + 4096);
+    if (ep->coll_mem == NULL) break;
+    w->round_ctl[i] = &ep->round_ctl;
+    w->round_mem[i] = ep->coll_mem + INPROC_COLL_PAGE_OFFSET;
   }
-  if (i == w->size) {
-    w->shared = inproc_shared;
-    if (w->crowded) w->shared.others_below = INPROC_CROWDED_OTHERS_BELOW;
-    return 1;
+  if (i < w->size) {
+    /* Every rank or none: the ranks must pick the same algorithms. */
+    coll__inproc_shared_free(w);
+    return 0;
   }
-  /* Every rank or none: the ranks must pick the same algorithms. */
-  coll__inproc_shared_free(w);
-  return 0;
+  for (i = 0; i < w->size; i++) {
+    coll_rounds_t *R = &w->eps[i].rounds;
+    coll__round_ctl_init(&w->eps[i].round_ctl);
+    coll__rounds_init(R, "inproc", i, w->size, INPROC_COLL_SLOT, w->round_ctl,
+                      w->round_mem, &inproc_rounds_ops, &w->eps[i],
+                      &inproc_rounds_policy);
+    R->reduce_scatter_below = SIZE_MAX;
+    R->direct_from = INPROC_DIRECT_FROM;
+    if (w->crowded) R->others_below = INPROC_CROWDED_OTHERS_BELOW;
+  }
+  return 1;
 }
 
 void coll__inproc_shared_free(inproc_world_t *w) {
@@ -329,10 +254,14 @@ void coll__inproc_shared_free(inproc_world_t *w) {
     free(w->eps[i].coll_mem);
     w->eps[i].coll_mem = NULL;
   }
+  free(w->round_ctl);
+  free(w->round_mem);
+  w->round_ctl = NULL;
+  w->round_mem = NULL;
 }
 
-const coll_t_shared_t *coll__inproc_shared(const inproc_world_t *w) {
-  return w->eps[0].coll_mem != NULL ? &w->shared : NULL;
+coll_rounds_t *coll__inproc_rounds(inproc_ep_t *ep) {
+  return ep->coll_mem != NULL ? &ep->rounds : NULL;
 }
 
 void coll__inproc_shared_wake(inproc_world_t *w) {

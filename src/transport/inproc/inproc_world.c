@@ -24,8 +24,8 @@ static coll_pos_t *inproc_position(void *ctx) {
   return &((inproc_ep_t *)ctx)->pos;
 }
 
-static const coll_t_shared_t *inproc_rounds(void *ctx) {
-  return coll__inproc_shared(((inproc_ep_t *)ctx)->w);
+static coll_rounds_t *inproc_rounds(void *ctx) {
+  return coll__inproc_rounds(ctx);
 }
 
 /* The in-process provider: every capability but heartbeats, which
@@ -135,7 +135,6 @@ static int ep_init(inproc_ep_t *ep, inproc_world_t *w, int rank) {
   }
   atomic_init(&ep->lost, INPROC_OPEN);
   atomic_init(&ep->closed, 0);
-  for (int k = 0; k < 3; k++) atomic_init(&ep->coll_flag[k], 0);
   atomic_init(&ep->coll_reading, 0);
   coll__origins_init(&ep->origins);
   coll__pos_init(&ep->pos);

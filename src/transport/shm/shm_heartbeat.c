@@ -25,7 +25,7 @@ static int waits_on(const shm_ep_t *ep, int p) {
   const shm_peer_t *pr = &ep->peers[p];
   const shm_unx_t *u;
   if (pr->lost) return 0;
-  if (atomic_load(&ep->flag_waiters) > 0) return 1;
+  if (atomic_load(&ep->rounds.waiters) > 0) return 1;
   if (pr->sq_head != NULL || pr->in.posted_head != NULL || pr->in.recv != NULL)
     return 1;
   for (u = pr->in.unx_head; u != NULL; u = u->next)

@@ -107,17 +107,9 @@ typedef struct shm_hdr {
    * for the whole timeout while it waits on this rank names it
    * unresponsive. */
   _Alignas(SHM_CACHE_LINE) _Atomic uint64_t beat;
-  /* The shared-memory collectives' progress (shm_coll.c): the last round
-   * whose input this rank put in its slot, whose slice it reduced, and
-   * whose results it read out, each a cache line of its own, written by
-   * this rank alone. */
-  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_in;
-  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_red;
-  _Alignas(SHM_CACHE_LINE) _Atomic uint64_t coll_out;
-  /* What this rank says about its collective in a round (the descriptor
-   * the check compares), one per buffer; written before coll_in, by this
-   * rank alone. */
-  _Alignas(SHM_CACHE_LINE) unsigned char coll_note[2][COLL_T_NOTE_BYTES];
+  /* This rank's control of the rounds (common/rounds.h, shm_coll.c): its
+   * progress flags and notes, written by this rank alone. */
+  _Alignas(SHM_CACHE_LINE) coll_round_ctl_t round_ctl;
 } shm_hdr_t;
 
 /* Sizes of a region for `world` ranks: every rank computes the same. */
@@ -223,8 +215,8 @@ typedef struct shm_ep {
   int64_t spin_ns;
   /* Heartbeats (shm_heartbeat.c): the timeout (0: none), the thread that
    * beats and watches, and what it last saw of each peer (its thread
-   * only). `flag_waiters` counts this rank's threads waiting on a peer's
-   * collective flags: a wait the heartbeat watches like a pending request. */
+   * only). A wait on the rounds' flags (rounds.waiters) is watched like a
+   * pending request. */
   int64_t hb_ms;
   pthread_t hb_thread;
   int hb_running, hb_stop; /* hb_stop under hb_mu */
@@ -232,9 +224,12 @@ typedef struct shm_ep {
   pthread_cond_t hb_cv;
   uint64_t *hb_seen;
   int64_t *hb_at;
-  atomic_int flag_waiters;
-  /* The shared-memory collectives' round counter (one thread per comm). */
-  uint64_t coll_round;
+  /* The rounds of the collectives designed for shared memory (shm_coll.c)
+   * over every rank's control and areas, as mapped here (NULL: a host
+   * endpoint inside a larger comm, which has none). */
+  coll_rounds_t rounds;
+  coll_round_ctl_t **round_ctl;
+  char **round_mem;
   /* Single copy (shm_cma.c): the word of private memory peers read back
    * at setup, whether this rank could read every peer's (cma_mine; why
    * not in cma_why), and whether every rank could (cma): only then is the
@@ -320,12 +315,11 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
 
 /* shm_coll.c --------------------------------------------------------------- */
 
-/* The shared memory the collectives use (transport.h). */
-extern const coll_t_shared_t coll__shm_shared;
-/* A wait for flag `which` of round v found peer q behind: COLL_OK while q
- * may still post it or has posted it since (a peer that posted, finished
- * the round and left does not fail the wait); else why the wait ends. */
-coll_status_t coll__shm_wait_on(shm_ep_t *ep, int q, int which, uint64_t v);
+/* Sets up the rounds once every peer's region is mapped; none for a host
+ * endpoint. COLL_ERR_NO_MEMORY. */
+coll_status_t coll__shm_rounds_init(shm_ep_t *ep);
+/* The rounds, or NULL. */
+coll_rounds_t *coll__shm_rounds(shm_ep_t *ep);
 
 /* shm_cma.c ---------------------------------------------------------------- */
 

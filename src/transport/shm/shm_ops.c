@@ -218,12 +218,7 @@ static coll_pos_t *shm_position(void *ctx) {
   return ep->names == NULL ? &ep->hdr->pos : NULL;
 }
 
-/* The collectives designed for shared memory count members, so a host
- * endpoint (whose members are some of the comm's ranks) offers none. */
-static const coll_t_shared_t *shm_rounds(void *ctx) {
-  shm_ep_t *ep = ctx;
-  return ep->names == NULL ? &coll__shm_shared : NULL;
-}
+static coll_rounds_t *shm_rounds(void *ctx) { return coll__shm_rounds(ctx); }
 
 /* The shared-memory provider. Shared memory never shrinks. */
 static const coll_provider_t shm_provider = {

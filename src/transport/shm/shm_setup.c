@@ -423,6 +423,7 @@ static coll_status_t region_make(shm_setup_t *su) {
   ep->hdr->cells = ep->lay.cells;
   coll__pos_init(&ep->hdr->pos);
   coll__report_cell_init(&ep->hdr->report);
+  coll__round_ctl_init(&ep->hdr->round_ctl);
   atomic_store_explicit(&ep->hdr->ready, 1, memory_order_release);
   ep->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ep->bell < 0) return sys_err("eventfd");
@@ -457,6 +458,7 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   coll__shm_probe_init(ep);
   ep->cma_mine = 1;
   coll__origins_init(&ep->origins);
+  atomic_init(&ep->rounds.waiters, 0);
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
   ep->spin_ns = spin_us * 1000;
@@ -491,6 +493,8 @@ void coll__shm_ep_free(shm_ep_t *ep) {
   pthread_mutex_destroy(&ep->mu);
   pthread_cond_destroy(&ep->hb_cv);
   pthread_mutex_destroy(&ep->hb_mu);
+  free(ep->round_ctl);
+  free(ep->round_mem);
   free(ep->hb_seen);
   free(ep->hb_at);
   free(ep->peers);
@@ -540,6 +544,7 @@ coll_status_t coll__shm_transport_create(const coll_shm_opts_t *o,
   close(su.mfd);
   su.lfd = su.mfd = -1;
   COLL_CHECK_GOTO(coll__shm_cma_agree(su.ep, o->deadline_ms), s, fail);
+  COLL_CHECK_GOTO(coll__shm_rounds_init(su.ep), s, fail);
   COLL_CHECK_GOTO(coll__shm_hb_start(su.ep), s, fail);
   prov = *coll__shm_provider();
   if (su.ep->cma) {
