@@ -13,6 +13,7 @@
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/common/liveness.h"
+#include "transport/common/match.h"
 #include "transport/common/rounds.h"
 #include "transport/transport.h"
 
@@ -45,13 +46,13 @@ typedef struct inproc_world inproc_world_t;
 /* One send or receive. The fields below `state` are written only while
  * the home endpoint's lock is held (or before the request is published). */
 struct inproc_req {
-  inproc_req_t *prev, *next; /* in the home's posted or unexpected list */
-  inproc_req_t *free_next;   /* on the owner's free list */
-  inproc_ep_t *owner;        /* the endpoint that posted it */
-  inproc_ep_t *home;         /* the receiving endpoint: its lock guards us */
+  /* In the home's posted or unexpected queue, keyed (sending rank, tag). */
+  coll_match_item_t m;
+  inproc_req_t *free_next; /* on the owner's free list */
+  inproc_ep_t *owner;      /* the endpoint that posted it */
+  inproc_ep_t *home;       /* the receiving endpoint: its lock guards us */
   int is_send;
   int peer; /* destination of a send, source of a receive */
-  int src;  /* the sending rank: the matching key at home */
   uint32_t tag;
   const void *sbuf; /* send: the caller's data, read in place */
   void *rbuf;       /* receive: the caller's buffer */
@@ -64,10 +65,6 @@ struct inproc_req {
   uv_cond_t cv;
 };
 
-typedef struct inproc_list {
-  inproc_req_t *head, *tail;
-} inproc_list_t;
-
 struct inproc_req_block;
 
 /* One rank's endpoint. Aligned so that two endpoints' locks never share a
@@ -77,11 +74,11 @@ struct inproc_ep {
                                  state of every request whose home this is */
   uv_cond_t idle_cv;          /* broadcast when a copy or a close finishes */
   int idle_waiters;
-  inproc_list_t posted;     /* receives posted here, in posting order */
-  inproc_list_t unexpected; /* sends to here not yet matched, in order */
-  int close_state;          /* 0 open, 1 closing, 2 closed */
-  atomic_int lost;          /* INPROC_OPEN until the endpoint closes */
-  atomic_int closed;        /* 1 once a close finished: lists empty for good */
+  coll_match_q_t posted;     /* receives posted here, in posting order */
+  coll_match_q_t unexpected; /* sends to here not yet matched, in order */
+  int close_state;           /* 0 open, 1 closing, 2 closed */
+  atomic_int lost;           /* INPROC_OPEN until the endpoint closes */
+  atomic_int closed;         /* 1 once a close finished: lists empty for good */
   /* Why it closed (kept before `lost` is set), and the first origin it
    * saw in a peer's close, which its own close forwards. */
   coll_origins_t origins;
@@ -209,26 +206,9 @@ static inline int inproc_state(const inproc_req_t *r) {
                               memory_order_acquire);
 }
 
-static inline void inproc_list_push(inproc_list_t *l, inproc_req_t *r) {
-  r->next = NULL;
-  r->prev = l->tail;
-  if (l->tail != NULL)
-    l->tail->next = r;
-  else
-    l->head = r;
-  l->tail = r;
-}
-
-static inline void inproc_list_remove(inproc_list_t *l, inproc_req_t *r) {
-  if (r->prev != NULL)
-    r->prev->next = r->next;
-  else
-    l->head = r->next;
-  if (r->next != NULL)
-    r->next->prev = r->prev;
-  else
-    l->tail = r->prev;
-  r->prev = r->next = NULL;
+/* The request a queue item belongs to. */
+static inline inproc_req_t *inproc_req_of(const coll_match_item_t *it) {
+  return COLL_MATCH_OWNER(it, inproc_req_t, m);
 }
 
 /* Waits on the endpoint's idle_cv. Its lock held. */

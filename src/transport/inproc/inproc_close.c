@@ -10,23 +10,26 @@
  * waits for x. */
 static int involves(const inproc_ep_t *at, const inproc_ep_t *x,
                     const inproc_req_t *r) {
-  return at == x || r->src == x->rank;
+  return at == x || r->m.peer == x->rank;
 }
 
 static int has_busy(const inproc_ep_t *at, const inproc_ep_t *x,
-                    const inproc_list_t *l) {
-  const inproc_req_t *r;
-  for (r = l->head; r != NULL; r = r->next)
-    if (inproc_state(r) == INPROC_BUSY && involves(at, x, r)) return 1;
+                    const coll_match_q_t *q) {
+  const coll_match_item_t *it;
+  for (it = q->head; it != NULL; it = it->next)
+    if (inproc_state(inproc_req_of(it)) == INPROC_BUSY &&
+        involves(at, x, inproc_req_of(it)))
+      return 1;
   return 0;
 }
 
-static void fail_list(inproc_ep_t *at, inproc_ep_t *x, inproc_list_t *l) {
-  inproc_req_t *r = l->head, *next;
-  for (; r != NULL; r = next) {
-    next = r->next;
+static void fail_list(inproc_ep_t *at, inproc_ep_t *x, coll_match_q_t *q) {
+  coll_match_item_t *it = q->head, *next;
+  for (; it != NULL; it = next) {
+    inproc_req_t *r = inproc_req_of(it);
+    next = it->next;
     if (!involves(at, x, r)) continue;
-    inproc_list_remove(l, r);
+    coll__match_remove(q, it);
     /* x's own requests are cancelled; its peers' ones end with the status
      * of x's origin, which their owners now forward. */
     if (r->owner != x) coll__inproc_note_origin(r->owner, inproc_origin(x));

@@ -12,13 +12,15 @@
 #include "core/error.h"
 #include "transport/inproc/inproc.h"
 
-/* The first queued request in `l` from `src` with `tag`. Lock held. */
-static inproc_req_t *list_find(const inproc_list_t *l, int src, uint32_t tag) {
-  inproc_req_t *r;
-  for (r = l->head; r != NULL; r = r->next)
-    if (r->src == src && r->tag == tag && inproc_state(r) == INPROC_QUEUED)
-      return r;
-  return NULL;
+/* A request still waiting for its match: not one whose copy runs. */
+static int queued(const coll_match_item_t *it) {
+  return inproc_state(inproc_req_of(it)) == INPROC_QUEUED;
+}
+
+/* The oldest queued request in q from src with tag. Lock held. */
+static inproc_req_t *find(const coll_match_q_t *q, int src, uint32_t tag) {
+  coll_match_item_t *it = coll__match_find(q, src, tag, queued);
+  return it != NULL ? inproc_req_of(it) : NULL;
 }
 
 void coll__inproc_complete(inproc_req_t *r, coll_status_t s,
@@ -40,23 +42,23 @@ static coll_status_t final_status(const inproc_req_t *r, coll_status_t s) {
   return s;
 }
 
-/* Moves send m's data into receive r. `queued` (m or r) is the one in
+/* Moves send m's data into receive r. `in_list` (m or r) is the one in
  * `list` at home; while a large copy runs without the lock it stays there,
  * BUSY, so that a close waits for it. Called with home->mu held; returns
  * with it released. */
 static void transfer(inproc_ep_t *home, inproc_req_t *m, inproc_req_t *r,
-                     inproc_req_t *queued, inproc_list_t *list) {
+                     inproc_req_t *in_list, coll_match_q_t *list) {
   size_t n = m->len;
   int fits = n <= r->len;
   if (fits && n > INPROC_INLINE_COPY) {
-    atomic_store_explicit(&queued->state, INPROC_BUSY, memory_order_relaxed);
+    atomic_store_explicit(&in_list->state, INPROC_BUSY, memory_order_relaxed);
     uv_mutex_unlock(&home->mu);
     memcpy(r->rbuf, m->sbuf, n);
     uv_mutex_lock(&home->mu);
   } else if (fits && n > 0) {
     memcpy(r->rbuf, m->sbuf, n);
   }
-  inproc_list_remove(list, queued);
+  coll__match_remove(list, &in_list->m);
   r->got = n;
   coll__inproc_complete(
       r, final_status(r, fits ? COLL_OK : COLL_ERR_LENGTH_MISMATCH), NULL);
@@ -99,11 +101,10 @@ static coll_status_t check_open(inproc_ep_t *self, const inproc_ep_t *peer,
 }
 
 static void req_init(inproc_req_t *r, inproc_ep_t *home, int is_send, int peer,
-                     int src, uint32_t tag, size_t len) {
+                     uint32_t tag, size_t len) {
   r->home = home;
   r->is_send = is_send;
   r->peer = peer;
-  r->src = src;
   r->tag = tag;
   r->len = len;
   r->got = 0;
@@ -125,7 +126,7 @@ coll_status_t coll__inproc_isend(void *ctx, int peer, uint32_t tag,
     return coll__err(COLL_ERR_NO_MEMORY,
                      "inproc send to rank %d: out of memory for a request",
                      peer);
-  req_init(m, dst, 1, peer, self->rank, tag, len);
+  req_init(m, dst, 1, peer, tag, len);
   m->sbuf = buf;
   m->rbuf = NULL;
   uv_mutex_lock(&dst->mu);
@@ -135,9 +136,9 @@ coll_status_t coll__inproc_isend(void *ctx, int peer, uint32_t tag,
     coll__inproc_req_put(self, m);
     return s;
   }
-  r = list_find(&dst->posted, self->rank, tag);
+  r = find(&dst->posted, self->rank, tag);
   if (r == NULL) {
-    inproc_list_push(&dst->unexpected, m);
+    coll__match_push(&dst->unexpected, &m->m, self->rank, tag);
     uv_mutex_unlock(&dst->mu);
   } else {
     transfer(dst, m, r, r, &dst->posted);
@@ -158,7 +159,7 @@ coll_status_t coll__inproc_irecv(void *ctx, int peer, uint32_t tag, void *buf,
                      "inproc receive from rank %d: out of memory for a "
                      "request",
                      peer);
-  req_init(r, self, 0, peer, peer, tag, cap);
+  req_init(r, self, 0, peer, tag, cap);
   r->sbuf = NULL;
   r->rbuf = buf;
   uv_mutex_lock(&self->mu);
@@ -168,9 +169,9 @@ coll_status_t coll__inproc_irecv(void *ctx, int peer, uint32_t tag, void *buf,
     coll__inproc_req_put(self, r);
     return s;
   }
-  m = list_find(&self->unexpected, peer, tag);
+  m = find(&self->unexpected, peer, tag);
   if (m == NULL) {
-    inproc_list_push(&self->posted, r);
+    coll__match_push(&self->posted, &r->m, peer, tag);
     uv_mutex_unlock(&self->mu);
   } else {
     transfer(self, m, r, m, &self->unexpected);

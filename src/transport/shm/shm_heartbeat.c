@@ -23,13 +23,14 @@
 /* Under ep->mu: 1 if a call of this rank waits on peer p. */
 static int waits_on(const shm_ep_t *ep, int p) {
   const shm_peer_t *pr = &ep->peers[p];
-  const shm_unx_t *u;
+  const coll_match_item_t *it;
   if (pr->lost) return 0;
   if (atomic_load(&ep->rounds.waiters) > 0) return 1;
-  if (pr->sq_head != NULL || pr->in.posted_head != NULL || pr->in.recv != NULL)
+  if (pr->sq_head != NULL || !coll__match_q_empty(&pr->in.posted) ||
+      pr->in.recv != NULL)
     return 1;
-  for (u = pr->in.unx_head; u != NULL; u = u->next)
-    if (u->recv != NULL) return 1;
+  for (it = pr->in.early.head; it != NULL; it = it->next)
+    if (coll__shm_unx_of(it)->recv != NULL) return 1;
   return 0;
 }
 

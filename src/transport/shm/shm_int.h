@@ -27,6 +27,7 @@
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/common/liveness.h"
+#include "transport/common/match.h"
 #include "transport/transport.h"
 
 #define SHM_CACHE_LINE 64
@@ -133,7 +134,8 @@ typedef struct shm_req shm_req_t;
 typedef struct shm_unx shm_unx_t;
 
 struct shm_req {
-  shm_req_t *next; /* in its peer's send queue or posted receives */
+  shm_req_t *next;     /* send: in its peer's send queue */
+  coll_match_item_t m; /* receive: in its peer's posted receives */
   int kind;
   int peer;
   uint32_t tag;
@@ -151,8 +153,7 @@ struct shm_req {
  * `off` < `len`). `recv` is a receive that matched it while it was still
  * arriving. */
 struct shm_unx {
-  shm_unx_t *next;
-  uint32_t tag;
+  coll_match_item_t m; /* in its peer's early messages, keyed by its tag */
   size_t len, off;
   uint8_t *data;
   shm_req_t *recv;
@@ -165,11 +166,18 @@ typedef struct shm_rx {
   int active;
   uint32_t tag;
   size_t len, off;
-  shm_req_t *recv; /* the target, or */
-  shm_unx_t *unx;  /* this one */
-  shm_unx_t *unx_head, *unx_tail;
-  shm_req_t *posted_head, *posted_tail;
+  shm_req_t *recv;       /* the target, or */
+  shm_unx_t *unx;        /* this one */
+  coll_match_q_t early;  /* shm_unx_t, oldest first */
+  coll_match_q_t posted; /* shm_req_t, in posting order */
 } shm_rx_t;
+
+static inline shm_unx_t *coll__shm_unx_of(const coll_match_item_t *it) {
+  return COLL_MATCH_OWNER(it, shm_unx_t, m);
+}
+static inline shm_req_t *coll__shm_req_of(const coll_match_item_t *it) {
+  return COLL_MATCH_OWNER(it, shm_req_t, m);
+}
 
 typedef struct shm_peer {
   void *region;       /* the peer's region, mapped */

@@ -30,35 +30,30 @@ void coll__shm_ring_bell(shm_ep_t *ep, int p) {
   }
 }
 
-static void unx_unlink(shm_rx_t *in, shm_unx_t *u) {
-  shm_unx_t **pp = &in->unx_head, *prev = NULL;
-  while (*pp != NULL && *pp != u) {
-    prev = *pp;
-    pp = &(*pp)->next;
-  }
-  if (*pp == NULL) return;
-  *pp = u->next;
-  if (in->unx_tail == u) in->unx_tail = prev;
-}
-
 /* Hands a complete unexpected message to its receive and frees it. */
 static void unx_deliver(shm_rx_t *in, shm_unx_t *u, shm_req_t *r) {
   size_t n = u->len < r->len ? u->len : r->len;
   if (n > 0) memcpy(r->rbuf, u->data, n);
   r->got = u->len;
   coll__shm_complete(r, u->len > r->len ? COLL_ERR_LENGTH_MISMATCH : COLL_OK);
-  unx_unlink(in, u);
+  coll__match_remove(&in->early, &u->m);
   free(u->data);
   free(u);
+}
+
+/* An early message no receive has claimed yet (one still arriving may
+ * have one). */
+static int unclaimed(const coll_match_item_t *it) {
+  return coll__shm_unx_of(it)->recv == NULL;
 }
 
 void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r) {
   shm_peer_t *pr = &ep->peers[r->peer];
   shm_rx_t *in = &pr->in;
-  shm_unx_t *u;
-  for (u = in->unx_head; u != NULL; u = u->next)
-    if (u->tag == r->tag && u->recv == NULL) break;
-  if (u != NULL) {
+  coll_match_item_t *it =
+      coll__match_find(&in->early, r->peer, r->tag, unclaimed);
+  if (it != NULL) {
+    shm_unx_t *u = coll__shm_unx_of(it);
     if (u->off == u->len)
       unx_deliver(in, u, r);
     else
@@ -69,26 +64,13 @@ void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r) {
     coll__shm_complete(r, pr->lost_status);
     return;
   }
-  r->next = NULL;
-  if (in->posted_tail != NULL)
-    in->posted_tail->next = r;
-  else
-    in->posted_head = r;
-  in->posted_tail = r;
+  coll__match_push(&in->posted, &r->m, r->peer, r->tag);
 }
 
-static shm_req_t *take_posted(shm_rx_t *in, uint32_t tag) {
-  shm_req_t **pp = &in->posted_head, *prev = NULL;
-  while (*pp != NULL && (*pp)->tag != tag) {
-    prev = *pp;
-    pp = &(*pp)->next;
-  }
-  shm_req_t *r = *pp;
-  if (r == NULL) return NULL;
-  *pp = r->next;
-  if (in->posted_tail == r) in->posted_tail = prev;
-  r->next = NULL;
-  return r;
+/* The oldest receive posted for (p, tag), taken out of the queue. */
+static shm_req_t *take_posted(shm_rx_t *in, int p, uint32_t tag) {
+  coll_match_item_t *it = coll__match_take(&in->posted, p, tag);
+  return it != NULL ? coll__shm_req_of(it) : NULL;
 }
 
 /* Peer p sent something this rank cannot take: its requests fail with s
@@ -123,7 +105,7 @@ static int rx_open(shm_ep_t *ep, int p, const shm_cell_hdr_t *h) {
   in->len = (size_t)h->msg_len;
   in->off = 0;
   in->unx = NULL;
-  in->recv = take_posted(in, h->tag);
+  in->recv = take_posted(in, p, h->tag);
   if (in->recv != NULL) {
     in->recv->got = in->len;
     return 0;
@@ -139,13 +121,8 @@ static int rx_open(shm_ep_t *ep, int p, const shm_cell_hdr_t *h) {
               in->len);
     return -1;
   }
-  u->tag = h->tag;
   u->len = in->len;
-  if (in->unx_tail != NULL)
-    in->unx_tail->next = u;
-  else
-    in->unx_head = u;
-  in->unx_tail = u;
+  coll__match_push(&in->early, &u->m, p, h->tag);
   in->unx = u;
   return 0;
 }
@@ -281,23 +258,21 @@ static void end_req(shm_req_t *r, coll_status_t s, int here) {
 static void fail_peer_reqs(shm_ep_t *ep, int p, coll_status_t s, int here) {
   shm_peer_t *pr = &ep->peers[p];
   shm_rx_t *in = &pr->in;
-  shm_unx_t *u, *next;
+  coll_match_item_t *it;
   while (pr->sq_head != NULL) {
     shm_req_t *r = pr->sq_head;
     pr->sq_head = r->next;
     end_req(r, s, here);
   }
   pr->sq_tail = NULL;
-  while (in->posted_head != NULL) {
-    shm_req_t *r = in->posted_head;
-    in->posted_head = r->next;
-    end_req(r, s, here);
+  while ((it = in->posted.head) != NULL) {
+    coll__match_remove(&in->posted, it);
+    end_req(coll__shm_req_of(it), s, here);
   }
-  in->posted_tail = NULL;
   if (in->recv != NULL) end_req(in->recv, s, here);
   in->recv = NULL;
-  for (u = in->unx_head; u != NULL; u = next) {
-    next = u->next;
+  for (it = in->early.head; it != NULL; it = it->next) {
+    shm_unx_t *u = coll__shm_unx_of(it);
     if (u->off == u->len) continue;
     if (u->recv != NULL) end_req(u->recv, s, here);
     u->recv = NULL;

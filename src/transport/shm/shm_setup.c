@@ -477,9 +477,10 @@ void coll__shm_ep_free(shm_ep_t *ep) {
   coll__shm_hb_stop(ep);
   for (int p = 0; p < ep->world; p++) {
     shm_peer_t *pr = &ep->peers[p];
-    shm_unx_t *u = pr->in.unx_head, *next;
-    for (; u != NULL; u = next) {
-      next = u->next;
+    coll_match_item_t *it = pr->in.early.head, *next;
+    for (; it != NULL; it = next) {
+      shm_unx_t *u = coll__shm_unx_of(it);
+      next = it->next;
       free(u->data);
       free(u);
     }

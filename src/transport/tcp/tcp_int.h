@@ -32,6 +32,7 @@
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/common/liveness.h"
+#include "transport/common/match.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/wire.h"
 
@@ -98,7 +99,8 @@ enum { TCP_REQ_RECV = 0, TCP_REQ_SEND = 1 };
 /* One posted send or receive. Owned by the caller between isend/irecv and
  * wait; sits in at most one list of its connection while pending. */
 typedef struct tcp_req {
-  struct tcp_req *next;
+  struct tcp_req *next; /* send: in its connection's send queue */
+  coll_match_item_t m;  /* receive: in its connection's posted receives */
   tcp_conn_t *conn;
   int kind;
   uint32_t tag;
@@ -118,10 +120,10 @@ typedef struct tcp_req {
 
 /* A message that arrived before its receive was posted (or is arriving). */
 typedef struct tcp_umsg {
-  struct tcp_umsg *next;
-  uint32_t tag;
-  size_t len; /* bytes announced so far (grows with CONT frames) */
-  size_t cap; /* allocated bytes of buf */
+  struct tcp_umsg *next; /* among the spare buffers */
+  coll_match_item_t m;   /* in its connection's early messages */
+  size_t len;            /* bytes announced so far (grows with CONT frames) */
+  size_t cap;            /* allocated bytes of buf */
   char *buf;
   int complete;
 } tcp_umsg_t;
@@ -156,9 +158,9 @@ struct tcp_conn {
 
   /* receive side, under rmu */
   uv_mutex_t rmu;
-  tcp_req_t *posted, *posted_tail;
-  tcp_umsg_t *unexp, *unexp_tail;
-  tcp_umsg_t *ufree; /* spare early-message buffers */
+  coll_match_q_t posted; /* tcp_req_t, in posting order */
+  coll_match_q_t unexp;  /* tcp_umsg_t, oldest first */
+  tcp_umsg_t *ufree;     /* spare early-message buffers */
   int nfree;
   size_t unexp_bytes; /* announced bytes of the early messages kept */
   /* Reading stopped at the header of an early message too big to keep:

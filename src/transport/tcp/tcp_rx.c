@@ -86,48 +86,25 @@ static int umsg_grow(tcp_umsg_t *u, size_t need) {
   return 0;
 }
 
-static void umsg_unlink(tcp_conn_t *c, tcp_umsg_t *u) {
-  tcp_umsg_t **pp = &c->unexp, *prev = NULL;
-  while (*pp != u) {
-    prev = *pp;
-    pp = &(*pp)->next;
-  }
-  *pp = u->next;
-  if (c->unexp_tail == u) c->unexp_tail = prev;
+static tcp_umsg_t *umsg_of(const coll_match_item_t *it) {
+  return COLL_MATCH_OWNER(it, tcp_umsg_t, m);
 }
 
-static void umsg_append(tcp_conn_t *c, tcp_umsg_t *u) {
-  if (c->unexp_tail != NULL)
-    c->unexp_tail->next = u;
-  else
-    c->unexp = u;
-  c->unexp_tail = u;
+static tcp_req_t *req_of(const coll_match_item_t *it) {
+  return COLL_MATCH_OWNER(it, tcp_req_t, m);
 }
 
 /* ---- posted receives ----------------------------------------------------- */
 
 void coll__tcp_rx_append(tcp_conn_t *c, tcp_req_t *r) {
   coll__tcp_req_count(r);
-  r->next = NULL;
-  if (c->posted_tail != NULL)
-    c->posted_tail->next = r;
-  else
-    c->posted = r;
-  c->posted_tail = r;
+  coll__match_push(&c->posted, &r->m, c->peer, r->tag);
 }
 
 /* The oldest posted receive for tag, taken off the list. */
 static tcp_req_t *posted_take(tcp_conn_t *c, uint32_t tag) {
-  tcp_req_t **pp = &c->posted, *prev = NULL, *r;
-  for (; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
-    if ((*pp)->tag != tag) continue;
-    r = *pp;
-    *pp = r->next;
-    if (c->posted_tail == r) c->posted_tail = prev;
-    r->next = NULL;
-    return r;
-  }
-  return NULL;
+  coll_match_item_t *it = coll__match_take(&c->posted, c->peer, tag);
+  return it != NULL ? req_of(it) : NULL;
 }
 
 /* Completes a receive with the length the sender sent. */
@@ -138,11 +115,10 @@ static void recv_done(tcp_req_t *r, size_t sent, int too_long) {
 }
 
 int coll__tcp_rx_match(tcp_conn_t *c, tcp_req_t *r) {
+  coll_match_item_t *it = coll__match_take(&c->unexp, c->peer, r->tag);
   tcp_umsg_t *u;
-  for (u = c->unexp; u != NULL && u->tag != r->tag; u = u->next) {
-  }
-  if (u == NULL) return 0;
-  umsg_unlink(c, u);
+  if (it == NULL) return 0;
+  u = umsg_of(it);
   c->unexp_bytes -= u->len;
   if (u->complete) {
     if (u->len <= r->len && u->len > 0) memcpy(r->buf, u->buf, u->len);
@@ -176,10 +152,9 @@ coll_status_t coll__tcp_rx_loopback(tcp_conn_t *c, uint32_t tag,
                                "tcp: no memory to keep a %zu-byte message to "
                                "self",
                                len);
-  u->tag = tag;
   if (len > 0) memcpy(u->buf, buf, len);
   u->complete = 1;
-  umsg_append(c, u);
+  coll__match_push(&c->unexp, &u->m, c->peer, tag);
   c->unexp_bytes += len;
   return COLL_OK;
 }
@@ -234,8 +209,7 @@ static tcp_ev_t start_message(tcp_conn_t *c, const coll_tcp_frame_t *f,
                c->cur_total, c->peer);
       return TCP_EV_NOMEM;
     }
-    u->tag = f->tag;
-    umsg_append(c, u);
+    coll__match_push(&c->unexp, &u->m, c->peer, f->tag);
     c->unexp_bytes += c->cur_total;
     c->cur_umsg = u;
   }
@@ -270,7 +244,7 @@ static tcp_ev_t continue_message(tcp_conn_t *c, const coll_tcp_frame_t *f,
 /* 1 when the frame f would become (part of) an early message that does not
  * fit the budget while nothing is posted: better left in the kernel. */
 static int hold_back(const tcp_conn_t *c, const coll_tcp_frame_t *f) {
-  if (c->posted != NULL || c->cur_req != NULL) return 0;
+  if (!coll__match_q_empty(&c->posted) || c->cur_req != NULL) return 0;
   return c->unexp_bytes + f->len > UNEXP_CAP;
 }
 
@@ -484,15 +458,14 @@ tcp_ev_t coll__tcp_rx_progress(tcp_conn_t *c, int force, char *why) {
 }
 
 void coll__tcp_rx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text) {
-  tcp_req_t *r;
-  while ((r = c->posted) != NULL) {
-    c->posted = r->next;
-    coll__tcp_req_complete(r, s, text);
+  coll_match_item_t *it;
+  while ((it = c->posted.head) != NULL) {
+    coll__match_remove(&c->posted, it);
+    coll__tcp_req_complete(req_of(it), s, text);
   }
-  c->posted_tail = NULL;
   if (c->cur_req != NULL) coll__tcp_req_complete(c->cur_req, s, text);
   if (c->cur_umsg != NULL) {
-    umsg_unlink(c, c->cur_umsg);
+    coll__match_remove(&c->unexp, &c->cur_umsg->m);
     c->unexp_bytes -= c->cur_umsg->len;
     umsg_put(c, c->cur_umsg);
   }
@@ -504,9 +477,11 @@ void coll__tcp_rx_fail_all(tcp_conn_t *c, coll_status_t s, const char *text) {
 }
 
 void coll__tcp_rx_free(tcp_conn_t *c) {
+  coll_match_item_t *it;
   tcp_umsg_t *u;
-  while ((u = c->unexp) != NULL) {
-    c->unexp = u->next;
+  while ((it = c->unexp.head) != NULL) {
+    u = umsg_of(it);
+    coll__match_remove(&c->unexp, it);
     free(u->buf);
     free(u);
   }
@@ -515,7 +490,6 @@ void coll__tcp_rx_free(tcp_conn_t *c) {
     free(u->buf);
     free(u);
   }
-  c->unexp_tail = NULL;
   free(c->rbuf);
   c->rbuf = NULL;
 }

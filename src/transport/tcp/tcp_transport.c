@@ -182,10 +182,11 @@ static int tcp_origin(void *ctx, coll_origin_t *o) {
 
 /* Requests never waited for (a broken contract) are freed, not leaked. */
 static void free_leftovers(tcp_conn_t *c) {
+  coll_match_item_t *it;
   tcp_req_t *r;
-  while ((r = c->posted) != NULL) {
-    c->posted = r->next;
-    free(r);
+  while ((it = c->posted.head) != NULL) {
+    coll__match_remove(&c->posted, it);
+    free(COLL_MATCH_OWNER(it, tcp_req_t, m));
   }
   while ((r = c->sq) != NULL) {
     c->sq = r->next;
