@@ -94,6 +94,25 @@ int coll__report_cell_get(const coll_report_cell_t *c, char *buf, size_t n) {
   return 1;
 }
 
+void coll__board_tell(const coll_report_board_t *b, const char *report) {
+  coll_report_cell_t *c = b->cell_of(b->arg, b->own);
+  if (c != NULL) (void)coll__report_cell_keep(c, report, strlen(report));
+}
+
+/* 1 and cell i's report, if it is readable and holds one. */
+static int board_get(const coll_report_board_t *b, int i, char *buf, size_t n) {
+  const coll_report_cell_t *c = b->cell_of(b->arg, i);
+  return c != NULL && coll__report_cell_get(c, buf, n);
+}
+
+int coll__board_heard(const coll_report_board_t *b, int first, char *buf,
+                      size_t n) {
+  if (first >= 0 && first < b->n && board_get(b, first, buf, n)) return 1;
+  for (int i = 0; i < b->n; i++)
+    if (board_get(b, i, buf, n)) return 1;
+  return 0;
+}
+
 void coll__ask_mapped(int world, const coll_pos_t *(*pos_of)(void *, int),
                       void *arg, coll_pos_snap_t *out,
                       unsigned char *answered) {

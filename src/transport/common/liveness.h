@@ -89,6 +89,29 @@ void coll__report_cell_publish(coll_report_cell_t *c, const char *report,
  * holds) once one was kept; else 0. Any thread. */
 int coll__report_cell_get(const coll_report_cell_t *c, char *buf, size_t n);
 
+/* ---- the desync responders ---------------------------------------------- */
+
+/* Where a provider's reports lie: in cells this rank can read, n of them,
+ * the i-th at cell_of(arg, i) (NULL: unreadable now), this rank's own at
+ * index own. Every rank's own cell in memory the others map (processes of
+ * one host), one cell a world of threads shares, or the one cell the
+ * peers' report messages fill (a wire). */
+typedef struct coll_report_board {
+  int n, own;
+  coll_report_cell_t *(*cell_of)(void *arg, int i);
+  void *arg;
+} coll_report_board_t;
+
+/* The tell slot: keeps this rank's report in its own cell (the first
+ * report kept there wins; cut to fit). Any thread. */
+void coll__board_tell(const coll_report_board_t *b, const char *report);
+/* The heard slot: 1 and the report of cell `first` (the rank where the
+ * failure started, where the provider knows it; < 0: none) if it holds
+ * one, else of the first cell that does; 0 if none. Any thread; never
+ * blocks. */
+int coll__board_heard(const coll_report_board_t *b, int first, char *buf,
+                      size_t n);
+
 /* The ask slot over memory every rank maps: rank r's position is
  * pos_of(arg, r) (NULL: that rank cannot say), read at once whatever its
  * threads are doing (a stopped process reads as where it stopped). */

@@ -5,8 +5,6 @@
  * answers at once, whatever its threads are doing (a stopped process
  * reads as where it stopped). The rank that timed out leaves its report
  * in its header before it closes; the peers read it from there. */
-#include <string.h>
-
 #include "transport/shm/shm_int.h"
 
 static shm_hdr_t *hdr_of(shm_ep_t *ep, int r) {
@@ -26,26 +24,28 @@ void coll__shm_ask(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
   coll__ask_mapped(ep->world, pos_of, ep, out, answered);
 }
 
-void coll__shm_tell(void *ctx, const char *report) {
-  shm_ep_t *ep = ctx;
-  (void)coll__report_cell_keep(&ep->hdr->report, report, strlen(report));
+static coll_report_cell_t *cell_of(void *arg, int r) {
+  shm_hdr_t *h = hdr_of(arg, r);
+  return h != NULL ? &h->report : NULL;
 }
 
-/* A report from region h, if its rank wrote one. */
-static int copy_report(shm_hdr_t *h, char *buf, size_t n) {
-  return h != NULL && coll__report_cell_get(&h->report, buf, n);
+/* Every rank's report lies in its own header (common/liveness.h). */
+static coll_report_board_t board(shm_ep_t *ep) {
+  return (coll_report_board_t){ep->world, ep->rank, cell_of, ep};
+}
+
+void coll__shm_tell(void *ctx, const char *report) {
+  coll_report_board_t b = board(ctx);
+  coll__board_tell(&b, report);
 }
 
 int coll__shm_heard(void *ctx, char *buf, size_t n) {
   shm_ep_t *ep = ctx;
+  coll_report_board_t b = board(ep);
   coll_origin_t seen;
-  int r, first = -1;
+  int first = -1;
   /* The origin is a comm rank: its member, if it is one. */
   if (coll__origin_cell_get(&ep->origins.heard, &seen))
     first = coll__shm_member(ep, seen.rank);
-  /* The rank where the failure started first, then any that wrote one. */
-  if (first >= 0 && copy_report(hdr_of(ep, first), buf, n)) return 1;
-  for (r = 0; r < ep->world; r++)
-    if (copy_report(hdr_of(ep, r), buf, n)) return 1;
-  return 0;
+  return coll__board_heard(&b, first, buf, n);
 }

@@ -18,6 +18,10 @@
 #include "core/log.h"
 #include "transport/tcp/tcp_int.h"
 
+/* A report kept in the cell (cut to fit) goes out whole in one frame. */
+_Static_assert(COLL_TCP_REPORT_MAX == COLL_DESYNC_REPORT_MAX - 1,
+               "a REPORT frame carries what a report cell holds");
+
 /* How often the asking thread looks at the answers. */
 #define ASK_TICK_NS 1000000L
 
@@ -213,10 +217,24 @@ void coll__tcp_ask(void *ctx, int64_t budget_ms, coll_pos_snap_t *out,
   coll__tcp_loop_kick(t);
 }
 
+static coll_report_cell_t *cell_of(void *arg, int i) {
+  (void)i;
+  return &((tcp_transport_t *)arg)->report;
+}
+
+/* One cell: this rank's report, or the first a peer's REPORT frame
+ * brought (common/liveness.h). It holds what a frame carries: a report
+ * kept here goes out whole in the goodbye. */
+static coll_report_board_t board(void *ctx) {
+  return (coll_report_board_t){1, 0, cell_of, ctx};
+}
+
 void coll__tcp_tell(void *ctx, const char *report) {
-  coll__tcp_report_keep(ctx, report, strlen(report));
+  coll_report_board_t b = board(ctx);
+  coll__board_tell(&b, report);
 }
 
 int coll__tcp_heard(void *ctx, char *buf, size_t n) {
-  return coll__report_cell_get(&((tcp_transport_t *)ctx)->report, buf, n);
+  coll_report_board_t b = board(ctx);
+  return coll__board_heard(&b, -1, buf, n);
 }
