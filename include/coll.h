@@ -115,11 +115,13 @@
  *    whose call the timeout ends gets the same report after the origin's
  *    text ("rank 0 timed out in a collective, seen by rank 2: allreduce
  *    #41 timed out ..."); the statuses are those above. Collectives are
- *    numbered per comm from 1. Not on a third party's transport.
+ *    numbered per comm from 1. On a third party's transport only with
+ *    its version 2 desync slots.
  * An idle comm reports a failure at its next call (a frozen peer within a
  * twentieth of the heartbeat timeout of the call's first wait on it). A
- * third party's transport (coll_transport_create) cannot pass origins on:
- * there a rank may name the rank it heard of a failure from.
+ * third party's transport (coll_transport_create) passes origins on only
+ * with its version 2 fail and origin slots: without them a rank may name
+ * the rank it heard of a failure from.
  *
  * Compatibility. While the major version is 0 the library is libcoll.so.0
  * and promises this: a program built against an older 0.x header runs with
@@ -304,6 +306,36 @@ typedef struct coll_comm_config {
  * point-to-point tags must be below it. */
 #define COLL_TAG_RESERVED 0x80000000u
 
+/* Why a comm's failure started, as a version 2 transport carries it
+ * between ranks (the fail and origin slots below). The values are stable:
+ * never renumbered, only added to. */
+typedef enum coll_fail_cause {
+  COLL_FAIL_LOST = 1,         /* the process is gone (its link reset, or
+                                 closed without goodbye); detail: the errno
+                                 the transport saw, 0 for a plain close */
+  COLL_FAIL_ABORTED = 2,      /* its owner called coll_abort */
+  COLL_FAIL_DESTROYED = 3,    /* its owner destroyed the endpoint */
+  COLL_FAIL_PROTOCOL = 4,     /* it sent bytes that break the wire */
+  COLL_FAIL_TIMEOUT = 5,      /* its collective ran past the comm's timeout */
+  COLL_FAIL_FAILED = 6,       /* another failure; detail: its coll_status_t */
+  COLL_FAIL_UNRESPONSIVE = 7, /* silent too long while a call waited on it;
+                                 detail: how long, in ms */
+} coll_fail_cause_t;
+
+/* Where a failure started: the rank (of the transport's world), the cause
+ * (coll_fail_cause_t) and the cause's detail. Plain data: a transport
+ * carries it as it likes; libcoll checks what it gets back. */
+typedef struct coll_fail_origin {
+  int rank;
+  int cause;
+  uint32_t detail;
+} coll_fail_origin_t;
+
+/* The bytes of one rank's answer to "where are you?" (the desync slots
+ * below): written by coll_transport_where, carried unchanged, read by
+ * libcoll on the rank that asked. */
+#define COLL_TRANSPORT_WHERE_BYTES 48
+
 /* The vtable a third party implements to carry libcoll over its own fabric
  * (the in-process and TCP transports are built on it too). Fill it with
  * designated initializers, one table per provider:
@@ -321,7 +353,9 @@ typedef struct coll_comm_config {
  * rule keeps the old one for tables of an older version. `name` shows in
  * logs and errors; it is copied. Mandatory slots: isend, irecv, wait,
  * abort, destroy. Optional: barrier (libcoll builds one on send/recv
- * otherwise). `ctx` is one rank's endpoint state, passed to every slot.
+ * otherwise), and from version 2 the groups for failure origins, the
+ * desync report and shrink. `ctx` is one rank's endpoint state, passed to
+ * every slot.
  *
  * The rules (version 1).
  *
@@ -415,7 +449,96 @@ typedef struct coll_comm_config {
  *  - barrier(ctx, timeout_ms), if present: returns once every rank of the
  *    transport called it, with wait's meaning of timeout_ms and statuses;
  *    one thread at a time per endpoint, possibly while the other thread
- *    has point-to-point requests pending. */
+ *    has point-to-point requests pending.
+ *
+ * Version 2. The rules above hold; a table of version 2 may also fill
+ * three groups of optional slots, each all set or all NULL (a group half
+ * set is refused). With them a third party's transport gets what
+ * libcoll's own transports have: failures named by the rank where they
+ * started, the desync report, and coll_comm_shrink. A group left NULL is a
+ * capability the transport lacks, as in version 1.
+ *
+ * Failure origins (fail, origin). "Which rank failed" above then holds on
+ * this transport.
+ *  - fail(ctx, o): libcoll calls it instead of abort when the endpoint
+ *    must end for a failure that started at o (o->rank may be this rank:
+ *    its own timeout, its owner's coll_abort; or a peer, as origin said).
+ *    It does everything abort does and, before it closes anything, tells
+ *    every peer o, except that an origin the endpoint already heard of
+ *    from a peer wins over o (forward the first origin, never "me"). A
+ *    peer that hears of an origin ends its own pending and later requests
+ *    as abort would, with the status that origin means (LOST, DESTROYED,
+ *    UNRESPONSIVE: PEER_LOST; ABORTED and TIMEOUT: ABORTED; PROTOCOL:
+ *    PROTOCOL; FAILED: detail) and a text; libcoll writes the user's
+ *    sentence from origin, not from that text. Same threads and blocking
+ *    as abort: any thread, never waits on peers, may run more than once
+ *    (the first origin sticks).
+ *  - origin(ctx, &o): returns 1 and fills o with the origin this endpoint
+ *    failed for, else with the first one it heard of from a peer; a peer
+ *    it found lost itself (its link reset or closed without goodbye) is
+ *    {peer, COLL_FAIL_LOST, errno or 0}, a peer that destroyed its
+ *    endpoint {peer, COLL_FAIL_DESTROYED, 0}. Returns 0 when it knows of
+ *    none. Any thread, never blocks, never fails. libcoll checks o: an
+ *    origin with a rank outside the world or an unknown cause is ignored.
+ *
+ * The desync report (bind, ask, tell, heard). "A timeout says who is
+ * missing" above then holds on this transport.
+ *  - bind(ctx, t): libcoll hands the endpoint its own handle, once, on the
+ *    thread that made it, before coll_transport_create (or a shrink) hands
+ *    the handle on; the endpoint keeps it to answer peers. Never fails.
+ *  - A peer's question "where are you?" is answered from the transport's
+ *    own progress (a thread of its own, typically), whatever the comm's
+ *    threads are doing (in user code, blocked in another call): with the
+ *    COLL_TRANSPORT_WHERE_BYTES that coll_transport_where(t) writes, sent
+ *    back unchanged.
+ *  - ask(ctx, budget_ms, where, answered): asks every peer where it is and
+ *    waits at most budget_ms (> 0) for the answers; for each peer r that
+ *    answered in time it copies the answer's bytes to where[r] and sets
+ *    answered[r] = 1 (both arrays have world entries, zeroed; leave this
+ *    rank's own). Returns when every peer answered or at budget_ms,
+ *    whichever comes first; a lost peer is one that did not answer. Called
+ *    by the thread whose wait timed out, before libcoll fails the
+ *    endpoint; the endpoint is still open.
+ *  - tell(ctx, report): hands this rank's report (a NUL-terminated line of
+ *    printable text, shorter than 384 bytes) to every peer, to arrive no
+ *    later than the fail that follows it; never waits on peers.
+ *  - heard(ctx, buf, n): copies the first report a peer told this endpoint
+ *    into buf (at most n bytes, NUL-terminated) and returns 1, else 0. Any
+ *    thread, never blocks. libcoll checks the text.
+ *
+ * Shrink (link_send, link_recv, shrink, leave). coll_comm_shrink then works
+ * on this transport: libcoll runs the survivors' agreement over the links
+ * and the transport makes the survivors' endpoints.
+ *  - link_send(ctx, peer, msg, len, timeout_ms) and link_recv(ctx, peer,
+ *    buf, cap, &len, timeout_ms): reliable, ordered links for short
+ *    messages (at most a few hundred bytes per rank of the world) to every
+ *    other rank, that keep working after fail or abort ended the
+ *    endpoint's requests. link_recv returns COLL_ERR_PEER_LOST once the
+ *    peer is gone (its process died, it destroyed its endpoint, or its
+ *    owner aborted: see leave), after every message it sent before that
+ *    was received, never for a peer that is only slow; COLL_ERR_TIMEOUT
+ *    after timeout_ms (< 0: no bound); a message longer than cap is
+ *    COLL_ERR_PROTOCOL. link_send may complete before the peer receives.
+ *    Both on the one thread that runs the shrink; other statuses also
+ *    count the peer as gone. Text as for every slot.
+ *  - shrink(ctx, members, n, new_rank, timeout_ms, &new_ctx): after the
+ *    agreement, on every survivor: members[0..n) are the survivors' old
+ *    ranks in order, this rank is members[new_rank]. It makes this rank's
+ *    endpoint of the survivors' world (n ranks, numbered by position in
+ *    members) and stores its state in *new_ctx, which libcoll then drives
+ *    with this same table, as a new endpoint; it may wait for the other
+ *    survivors, at most timeout_ms. On failure it records a text and
+ *    *new_ctx is not used. The old endpoint was already failed (fail, or
+ *    abort) and is destroyed later by its owner, possibly before the other
+ *    survivors' new endpoints are made: the new world must not depend on
+ *    the old endpoint staying alive.
+ *  - leave(ctx): this rank's owner aborted its comm: the others' links
+ *    must report it gone (PEER_LOST) so that their agreement does not wait
+ *    for it. Any thread, may run more than once, never waits on peers.
+ *
+ * libcoll judges what comes back from a peer through these slots (an
+ * origin, a where, a report) as it judges bytes off a wire: what is not
+ * sane is ignored, never trusted. */
 typedef struct coll_transport_ops {
   size_t size;
   uint32_t version; /* COLL_TRANSPORT_OPS_VERSION the provider was built for */
@@ -429,20 +552,59 @@ typedef struct coll_transport_ops {
   void (*destroy)(void *ctx);
   /* optional (check size): a barrier across all ranks of the transport */
   coll_status_t (*barrier)(void *ctx, int64_t timeout_ms);
+  /* Version 2 (read only from a table of version 2 or later; see "Version
+   * 2" below). Each group is all set or all NULL. */
+  /* failure origins */
+  void (*fail)(void *ctx, const coll_fail_origin_t *o);
+  int (*origin)(void *ctx, coll_fail_origin_t *o);
+  /* the desync report */
+  void (*bind)(void *ctx, coll_transport_t *t);
+  void (*ask)(void *ctx, int64_t budget_ms,
+              unsigned char (*where)[COLL_TRANSPORT_WHERE_BYTES],
+              unsigned char *answered);
+  void (*tell)(void *ctx, const char *report);
+  int (*heard)(void *ctx, char *buf, size_t n);
+  /* shrink */
+  coll_status_t (*link_send)(void *ctx, int peer, const void *msg, size_t len,
+                             int64_t timeout_ms);
+  coll_status_t (*link_recv)(void *ctx, int peer, void *buf, size_t cap,
+                             size_t *len, int64_t timeout_ms);
+  coll_status_t (*shrink)(void *ctx, const int *members, int n, int new_rank,
+                          int64_t timeout_ms, void **new_ctx);
+  void (*leave)(void *ctx);
 } coll_transport_ops_t;
-#define COLL_TRANSPORT_OPS_VERSION 1
+#define COLL_TRANSPORT_OPS_VERSION 2
+/* The size of a version 1 table (its slots end with barrier): a provider
+ * that follows the version 1 rules may set size to this, or to the size it
+ * was compiled with; either way libcoll reads none of the version 2 slots
+ * of a table whose version is 1. */
+#define COLL_TRANSPORT_OPS_V1_SIZE           \
+  (offsetof(coll_transport_ops_t, barrier) + \
+   sizeof(((coll_transport_ops_t *)0)->barrier))
 
 /* Wraps a third party's vtable into a transport endpoint for `rank` of
  * `world`. The ops table and its name are copied. `ctx` becomes the
  * transport's only when this returns COLL_OK (ops->destroy(ctx) runs when
  * the transport is destroyed); on any failure no slot is called and ctx
- * stays the caller's. Refuses (COLL_ERR_INVALID_ARG) a NULL table, a size
- * too small for the mandatory slots, a version outside
- * 1..COLL_TRANSPORT_OPS_VERSION, a missing mandatory slot, a NULL out, a
- * rank outside [0, world). Never blocks. Any thread. */
+ * stays the caller's. A table of version 1 is read no further than its
+ * barrier slot, whatever its size. Refuses (COLL_ERR_INVALID_ARG) a NULL
+ * table, a version outside 1..COLL_TRANSPORT_OPS_VERSION, a size too small
+ * for the mandatory slots or (version 2) for the version 2 slots, a
+ * missing mandatory slot, a version 2 group half set (fail without origin,
+ * ask without tell, ...), a NULL out, a rank outside [0, world). On
+ * COLL_OK a version 2 table's bind slot has run. Never blocks. Any
+ * thread. */
 COLL_API coll_status_t coll_transport_create(const coll_transport_ops_t *ops,
                                              void *ctx, int rank, int world,
                                              coll_transport_t **out);
+/* For a version 2 transport's answer to a peer's "where are you?": writes
+ * into out what the comm over t is doing now (the collective it is in or
+ * last finished, the point-to-point call it waits in), as bytes the asking
+ * rank's libcoll reads. t is the handle the provider's bind slot got. Never
+ * blocks (a few atomic loads); any thread, also while the comm's threads
+ * are inside calls, until t is destroyed. */
+COLL_API void coll_transport_where(
+    const coll_transport_t *t, unsigned char out[COLL_TRANSPORT_WHERE_BYTES]);
 /* Destroys a transport that was not handed to a comm: its provider's
  * destroy runs (for TCP: a goodbye to the peers, at most about a second).
  * NULL is a no-op. The transport's only user, once. */
@@ -670,13 +832,14 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *c);
  * Over TCP, when a member dies before the survivors' mesh is up, the mesh
  * fails within half of the time left and the survivors agree again. CPU
  * comms over TCP with COLL_ELASTIC=1 on every rank, and over the in-process
- * transport, can shrink; the shared-memory transport and a third party's cannot
- * (NOT_AVAILABLE). cfg as for coll_comm_create (NULL: defaults; its abort
- * handle, if any, becomes the new comm's; its timeout, else comm's, bounds the
- * whole shrink). comm stays the caller's: after shrink its collectives fail
- * (the call ended this rank's part in it), and it may only be queried and
- * destroyed, after newcomm or before. NCCL comms: ncclCommSplit when
- * nobody is excluded (NCCL 2.18+), ncclCommShrink for a list (2.27.3+),
+ * transport, and over a third party's transport with the version 2 shrink
+ * slots, can shrink; the shared-memory transport and a third party's without
+ * them cannot (NOT_AVAILABLE). cfg as for coll_comm_create (NULL: defaults; its
+ * abort handle, if any, becomes the new comm's; its timeout, else comm's,
+ * bounds the whole shrink). comm stays the caller's: after shrink its
+ * collectives fail (the call ended this rank's part in it), and it may only be
+ * queried and destroyed, after newcomm or before. NCCL comms: ncclCommSplit
+ * when nobody is excluded (NCCL 2.18+), ncclCommShrink for a list (2.27.3+),
  * looked up at run time (an NCCL without it is NOT_AVAILABLE naming its
  * version). An NCCL comm has no host-side channel of its own
  * that survives a peer's death, so its ranks cannot agree on who is gone:

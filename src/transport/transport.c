@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* transport.c: making an endpoint of a provider table (ours, or a third
- * party's adapted into one) and calling its slots. */
+ * party's adapted into one by transport_ops.c) and calling its slots. */
 #include "transport/transport.h"
 
 #include "transport/endpoint.h"
@@ -14,9 +14,6 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/trace.h"
-
-#define OPS_HAS(ops, slot) \
-  ((ops)->size >= offsetof(coll_transport_ops_t, slot) + sizeof((ops)->slot))
 
 coll_status_t coll__t_create(const coll_provider_t *p, void *ctx, int rank,
                              int world, coll_transport_t **out) {
@@ -52,57 +49,6 @@ coll_status_t coll__t_create(const coll_provider_t *p, void *ctx, int rank,
   coll__report_cell_init(&t->report);
   *out = t;
   return COLL_OK;
-}
-
-/* The one rule for ctx: it becomes the transport's only when this call
- * returns COLL_OK. On any failure no slot of the table is called, so the
- * caller frees ctx as it would have without calling us. (Calling destroy on
- * some failures would need the slot to be trusted, which a table that is
- * NULL or too small cannot be; one rule is easier to get right.) A third
- * party's table becomes a provider table with its slots and no optional
- * ones of libcoll's own. */
-coll_status_t coll_transport_create(const coll_transport_ops_t *ops, void *ctx,
-                                    int rank, int world,
-                                    coll_transport_t **out) {
-  coll_provider_t p = {.size = sizeof p, .version = COLL_PROVIDER_VERSION};
-  coll_status_t s = COLL_ERR_INVALID_ARG;
-  coll__err_clear();
-  if (out != NULL) *out = NULL;
-  if (ops == NULL) return coll__err(s, "transport_create: ops is NULL");
-  if (!OPS_HAS(ops, destroy))
-    return coll__err(
-        s,
-        "transport_create: ops->size %zu is too small for the "
-        "mandatory slots (need %zu)",
-        ops->size,
-        offsetof(coll_transport_ops_t, destroy) + sizeof(ops->destroy));
-  if (ops->version < 1 || ops->version > COLL_TRANSPORT_OPS_VERSION)
-    return coll__err(s,
-                     "transport_create: transport '%.32s' has ops->version "
-                     "%u; this libcoll knows versions 1..%u (set it to "
-                     "COLL_TRANSPORT_OPS_VERSION)",
-                     ops->name ? ops->name : "?", ops->version,
-                     (unsigned)COLL_TRANSPORT_OPS_VERSION);
-  if (ops->isend == NULL || ops->irecv == NULL || ops->wait == NULL ||
-      ops->abort == NULL || ops->destroy == NULL)
-    return coll__err(s,
-                     "transport_create: transport '%.32s' lacks mandatory "
-                     "slot %s",
-                     ops->name ? ops->name : "?",
-                     ops->isend == NULL   ? "isend"
-                     : ops->irecv == NULL ? "irecv"
-                     : ops->wait == NULL  ? "wait"
-                     : ops->abort == NULL ? "abort"
-                                          : "destroy");
-  if (out == NULL) return coll__err(s, "transport_create: out is NULL");
-  p.name = ops->name;
-  p.isend = ops->isend;
-  p.irecv = ops->irecv;
-  p.wait = ops->wait;
-  p.abort = ops->abort;
-  p.destroy = ops->destroy;
-  if (OPS_HAS(ops, barrier)) p.barrier = ops->barrier;
-  return coll__t_create(&p, ctx, rank, world, out);
 }
 
 void coll_transport_destroy(coll_transport_t *t) {

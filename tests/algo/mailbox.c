@@ -391,8 +391,9 @@ static void world_unref(mbox_world_t *w) {
 static void mb_destroy(void *ctx) { world_unref(((mep_t *)ctx)->w); }
 
 static const coll_transport_ops_t mb_ops = {
-    .size = offsetof(coll_transport_ops_t, barrier), /* no barrier slot */
-    .version = COLL_TRANSPORT_OPS_VERSION,
+    /* A version 1 table without its optional barrier slot. */
+    .size = offsetof(coll_transport_ops_t, barrier),
+    .version = 1,
     .name = "mailbox",
     .isend = mb_isend,
     .irecv = mb_irecv,

@@ -296,11 +296,30 @@ static coll_status_t poison_barrier(void *ctx, int64_t timeout_ms) {
   return COLL_ERR_INTERNAL;
 }
 
+/* Version 2 slots: a version 1 table's are never read. */
+static void poison_fail(void *ctx, const coll_fail_origin_t *o) {
+  (void)ctx, (void)o;
+  __atomic_add_fetch(&g_poison_calls, 1, __ATOMIC_RELAXED);
+}
+static int poison_origin(void *ctx, coll_fail_origin_t *o) {
+  (void)ctx, (void)o;
+  __atomic_add_fetch(&g_poison_calls, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+static void poison_bind(void *ctx, coll_transport_t *t) {
+  (void)ctx, (void)t;
+  __atomic_add_fetch(&g_poison_calls, 1, __ATOMIC_RELAXED);
+}
+static void poison_leave(void *ctx) {
+  (void)ctx;
+  __atomic_add_fetch(&g_poison_calls, 1, __ATOMIC_RELAXED);
+}
+
 const char *mb_variant_name(mb_variant_t v) {
-  static const char *const names[] = {"full table, no barrier",
-                                      "older table (no barrier slot in size)",
-                                      "full table with barrier"};
-  return (unsigned)v < 3 ? names[v] : "?";
+  static const char *const names[] = {
+      "full table, no barrier", "older table (no barrier slot in size)",
+      "full table with barrier", "version 1 table with version 2 slots set"};
+  return (unsigned)v < 4 ? names[v] : "?";
 }
 
 static mb_world_t *mb_world_new(int world) {
@@ -340,10 +359,19 @@ int mb_comms(int world, mb_variant_t v, int64_t timeout_ms,
   ops.abort = mb_abort;
   ops.destroy = mb_destroy;
   if (v == MB_OLD_SIZE) {
+    /* A version 1 table as a provider compiled it before the barrier slot
+     * came. */
+    ops.version = 1;
     ops.size = offsetof(coll_transport_ops_t, barrier);
     ops.barrier = poison_barrier; /* past size: must never be called */
   } else if (v == MB_WITH_BARRIER) {
     ops.barrier = mb_barrier;
+  } else if (v == MB_V1_POISONED) {
+    ops.version = 1;
+    ops.fail = poison_fail;
+    ops.origin = poison_origin;
+    ops.bind = poison_bind;
+    ops.leave = poison_leave;
   }
   cfg.timeout_ms = timeout_ms;
   cfg.name = "mailbox";
