@@ -261,7 +261,10 @@ static coll_status_t tops_shrink(void *ctx, int64_t deadline_ms,
                      "this comm was shrunk before: shrink the comm that "
                      "shrink returned");
   /* This rank's part in the old world ends: what waits on it fails. */
-  tops_fail(e, &o);
+  if (e->ops.fail != NULL)
+    tops_fail(e, &o);
+  else
+    e->ops.abort(e->ctx);
   COLL_CHECK(coll__shrink_view_init(&v, e->world));
   /* As the in-process transport: a rank that joins after half the time
    * is left out, so the others finish in time. */

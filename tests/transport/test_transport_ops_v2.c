@@ -303,6 +303,32 @@ static void test_v2_bare(void **state) {
   assert_int_equal(destroy_calls, 1);
 }
 
+/* A table that can shrink but names no origins: shrink ends the old
+ * endpoint with abort, then the agreement runs over its links (here a
+ * peer whose link fails counts as gone) and the table makes the
+ * survivors' endpoint (here it refuses, and that is the status). */
+static void test_shrink_without_origins(void **state) {
+  coll_transport_ops_t o = full_ops();
+  coll_transport_t *t = NULL, *next = (coll_transport_t *)&next;
+  int ctx;
+  (void)state;
+  o.fail = NULL, o.origin = NULL, o.bind = NULL, o.ask = NULL;
+  o.tell = NULL, o.heard = NULL;
+  reset();
+  assert_int_equal(coll_transport_create(&o, &ctx, 0, 2, &t), COLL_OK);
+  assert_int_equal(coll__t_shrink(t, coll__deadline(5000), &next),
+                   COLL_ERR_INTERNAL);
+  assert_null(next);
+  assert_int_equal(abort_calls, 1);
+  assert_true(poison_calls >= 2); /* links, then shrink */
+  /* Once is all: a second shrink of the same endpoint is refused. */
+  assert_int_equal(coll__t_shrink(t, coll__deadline(5000), &next),
+                   COLL_ERR_INVALID_ARG);
+  assert_non_null(strstr(coll_last_error(), "shrunk before"));
+  coll_transport_destroy(t);
+  assert_int_equal(destroy_calls, 1);
+}
+
 /* ---- what comes back is judged ---------------------------------------------
  */
 
@@ -391,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_v1_exact_size),
       cmocka_unit_test(test_v1_never_reads_v2_slots),
       cmocka_unit_test(test_v2_bare),
+      cmocka_unit_test(test_shrink_without_origins),
       cmocka_unit_test(test_junk_from_the_table),
       cmocka_unit_test(test_heard_report_printable),
       cmocka_unit_test(test_where_codec),
