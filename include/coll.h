@@ -553,7 +553,7 @@ typedef struct coll_transport_ops {
   /* optional (check size): a barrier across all ranks of the transport */
   coll_status_t (*barrier)(void *ctx, int64_t timeout_ms);
   /* Version 2 (read only from a table of version 2 or later; see "Version
-   * 2" below). Each group is all set or all NULL. */
+   * 2" above). Each group is all set or all NULL. */
   /* failure origins */
   void (*fail)(void *ctx, const coll_fail_origin_t *o);
   int (*origin)(void *ctx, coll_fail_origin_t *o);
