@@ -4,7 +4,8 @@
  * slot filled) gets what libcoll's own transports get, asserted as their
  * tests assert it: a failure named by the rank where it started on every
  * rank ("rank 3 lost, seen by rank 1", also where rank 1 only heard of it
- * from rank 0), an abort named as an abort; the desync report naming the
+ * from rank 0), an abort named as an abort, a destroyed comm as one that
+ * left; the desync report naming the
  * rank that skipped a collective or waits in a recv, on every rank
  * (desync_rank.c, as test_desync.c runs it over the in-process transport);
  * shrink after a lost rank, after an abort, and on a healthy comm, each
@@ -33,6 +34,7 @@ typedef enum {
   SC_CRASH,       /* rank 3's process dies during allreduce #2 */
   SC_CUT,         /* the link between ranks 0 and 3 breaks; rank 3 idles */
   SC_ABORT,       /* rank 3's owner aborts its comm */
+  SC_DESTROY,     /* rank 3's owner destroys its comm */
   SC_SHRINK_LOST, /* rank 2 dies; the others shrink */
   SC_SHRINK_ABORT /* rank 2's owner aborts; everyone shrinks */
 } scenario_t;
@@ -118,6 +120,10 @@ static void rank_main(int rank, int world, void *arg) {
   if (rank == odd || (x->sc == SC_CUT && rank == 0)) {
     if (x->sc == SC_CRASH || x->sc == SC_SHRINK_LOST) sock_crash(x->w, rank);
     if (x->sc == SC_CUT) sock_crash_link(x->w, 0, 3);
+    if (x->sc == SC_DESTROY) {
+      coll_comm_destroy(x->c[rank]);
+      x->c[rank] = NULL;
+    }
     if (x->sc == SC_ABORT || x->sc == SC_SHRINK_ABORT) {
       (void)coll_comm_abort_handle(x->c[rank], &h);
       (void)coll_abort(h);
@@ -193,6 +199,16 @@ static void test_abort_named_as_abort(void **state) {
   for (int r = 0; r < 3; r++)
     expect_named(x, r, COLL_ERR_ABORTED, "rank 3 aborted");
   assert_int_equal(x->st[3], COLL_ERR_ABORTED);
+  free(x);
+}
+
+static void test_destroyed_rank_named(void **state) {
+  run_t *x;
+  (void)state;
+  x = run(SC_DESTROY);
+  for (int r = 0; r < 3; r++)
+    expect_named(x, r, COLL_ERR_PEER_LOST,
+                 "rank 3 left (its comm was destroyed)");
   free(x);
 }
 
@@ -326,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_lost_rank_named_everywhere),
       cmocka_unit_test(test_origin_forwarded),
       cmocka_unit_test(test_abort_named_as_abort),
+      cmocka_unit_test(test_destroyed_rank_named),
       cmocka_unit_test(test_desync_skip),
       cmocka_unit_test(test_desync_recv),
       cmocka_unit_test(test_shrink_after_lost_rank),
