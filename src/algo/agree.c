@@ -1,18 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* agree.c: checking that every rank passed the same collective descriptor.
- *
- * Recursive doubling: in round k each rank swaps its state with rank ^ 2^k.
- * A state is the rank's own descriptor, a "mismatch seen" flag, and a
- * disagreement it knows of (two ranks and their descriptors). After
- * round k a rank knows whether the 2^(k+1) ranks of its group agree: its
- * half agrees with its own descriptor (else the flag is set), the partner's
- * half with the partner's, and it compares the two. With n not a power of
- * two, ranks from p (the largest power of two below n) first fold their
- * state into rank - p and get the result back at the end. The messages are
- * the same whatever the descriptors hold, so disagreeing ranks never wait
- * for a message that does not come. */
+/* agree.c: the descriptor check's state (agree.h): a descriptor's wire
+ * form, merging what a peer knows, and the verdict's text, the same on
+ * every rank; and the verdict where every rank sees every descriptor at
+ * once (the shared-memory notes), which replays the message pattern's
+ * merges on the descriptors at hand and reports the state position 0 ends
+ * with: the same text the messages give there. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algo/agree.h"
@@ -153,74 +148,6 @@ void coll__agree_adopt(agree_state_t *st, const agree_state_t *in) {
   st->mine = mine;
 }
 
-typedef struct agree {
-  algo_run_t run;
-  agree_state_t st;
-  unsigned char out[AGREE_BYTES];
-  unsigned char *in; /* scratch: a state and room for a folded payload */
-  /* A peer with the same descriptor sent a payload: it ran the folded
-   * allreduce where this rank did not (a tuning variable set differently). */
-  int folded_peer;
-  algo_req_t req[2];
-} agree_t;
-
-/* Sends this rank's state to peer (if send) and receives peer's (if recv),
- * both posted before either is waited. */
-static coll_status_t swap(agree_t *A, int peer, int send, int recv,
-                          agree_state_t *got) {
-  size_t n = 0, len = coll__agree_pack_compact(A->out, &A->st), st_len;
-  if (recv)
-    COLL_CHECK(coll__algo_irecv(&A->run, &A->req[0], peer, A->in,
-                                AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX));
-  if (send)
-    COLL_CHECK(coll__algo_isend(&A->run, &A->req[1], peer, A->out, len));
-  if (recv)
-    COLL_CHECK(coll__algo_wait_range(&A->run, &A->req[0], COLL_AGREE_MIN_BYTES,
-                                     AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX, &n));
-  if (send) COLL_CHECK(coll__algo_wait(&A->run, &A->req[1], 0));
-  if (recv) {
-    st_len = coll__agree_unpack(A->in, n, got);
-    if (st_len == 0)
-      return coll__algo_fail(&A->run, COLL_ERR_PROTOCOL,
-                             "rank %d's agreement state: %zu bytes, short of "
-                             "its form",
-                             coll__ctx_rank(A->run.ctx, peer), n);
-    if (n > st_len && coll__desc_equal(&got->mine, &A->st.mine))
-      A->folded_peer = 1;
-  }
-  return COLL_OK;
-}
-
-/* Disagreements name comm ranks, not positions. */
-static void merge_from(agree_t *A, int rank, int from,
-                       const agree_state_t *in) {
-  const coll_algo_ctx_t *ctx = A->run.ctx;
-  coll__agree_merge(&A->st, coll__ctx_rank(ctx, rank),
-                    coll__ctx_rank(ctx, from), in);
-}
-
-static coll_status_t agree_body(agree_t *A, int rank, int n) {
-  agree_state_t in;
-  int p = 1, mask;
-  while (p <= n / 2) p <<= 1;
-  if (rank >= p) {
-    COLL_CHECK(swap(A, rank - p, 1, 0, NULL));
-    COLL_CHECK(swap(A, rank - p, 0, 1, &in));
-    coll__agree_adopt(&A->st, &in);
-    return COLL_OK;
-  }
-  if (rank + p < n) {
-    COLL_CHECK(swap(A, rank + p, 0, 1, &in));
-    merge_from(A, rank, rank + p, &in);
-  }
-  for (mask = 1; mask < p; mask <<= 1) {
-    COLL_CHECK(swap(A, rank ^ mask, 1, 1, &in));
-    merge_from(A, rank, rank ^ mask, &in);
-  }
-  if (rank + p < n) COLL_CHECK(swap(A, rank + p, 1, 0, NULL));
-  return COLL_OK;
-}
-
 /* printf into dst at *len, never past cap, ", " between items. */
 static void append(char *dst, size_t cap, size_t *len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -330,38 +257,62 @@ coll_status_t coll__agree_mismatch(const agree_state_t *st, int self,
                    (int)st->ra, a, (int)st->rb, b);
 }
 
-coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d) {
-  agree_t A;
-  if (ctx->world == 1) return COLL_OK;
-  memset(&A, 0, sizeof A);
-  coll__algo_run_init(&A.run, ctx, "agree", ALGO_PH_AGREE);
-  coll__agree_state_init(&A.st, d);
-  A.in = coll__scratch_get(ctx->scratch, AGREE_BYTES + COLL_AGREE_PAYLOAD_MAX);
-  if (A.in == NULL)
-    return coll__algo_fail(&A.run, COLL_ERR_NO_MEMORY, "scratch");
-  if (agree_body(&A, ctx->rank, ctx->world) != COLL_OK) {
-    coll__algo_cancel(&A.run, A.req, 2);
-    return coll__algo_done(&A.run);
-  }
-  if (A.st.flag)
-    return coll__agree_mismatch(&A.st, coll__ctx_rank(ctx, ctx->rank), d);
-  if (A.folded_peer)
-    return coll__err(COLL_ERR_LENGTH_MISMATCH,
-                     "ranks disagree: a rank with the same arguments ran the "
-                     "small allreduce with the check folded in, and this one "
-                     "did not (COLL_ALGO or COLL_RING_THRESHOLD set "
-                     "differently?)");
-  return COLL_OK;
-}
-
 coll_status_t coll__agree_verdict(const agree_state_t *st, int odd, int self,
                                   const coll_desc_t *mine, const char *what) {
   if (st->flag) return coll__agree_mismatch(st, self, mine);
   if (odd)
     return coll__err(COLL_ERR_LENGTH_MISMATCH,
-                     "ranks disagree: a rank with the same arguments did not "
-                     "run %s with the check folded in (COLL_ALGO or "
+                     "ranks disagree: a rank with the same arguments ran "
+                     "another algorithm than %s here (COLL_ALGO or "
                      "COLL_RING_THRESHOLD set differently?)",
                      what);
   return COLL_OK;
+}
+
+/* ---- the verdict where every rank sees every descriptor ---------------- */
+
+/* Folds position `from`'s state into position `at`'s, naming comm ranks. */
+static void merge_at(const coll_algo_ctx_t *ctx, agree_state_t *st, int at,
+                     int from, const agree_state_t *in) {
+  coll__agree_merge(st, coll__ctx_rank(ctx, at), coll__ctx_rank(ctx, from), in);
+}
+
+/* The agreement's final state at position 0, as agree_body computes it at
+ * every position at once: the ranks from p fold into rank - p, then the
+ * ranks below p swap states with rank ^ mask (both sides of a swap read
+ * the other's state from before it). */
+static agree_state_t replay(const coll_algo_ctx_t *ctx, const coll_desc_t *all,
+                            agree_state_t *st, agree_state_t *prev) {
+  int n = ctx->world, p = 1, r, mask;
+  while (p <= n / 2) p <<= 1;
+  for (r = 0; r < n; r++) coll__agree_state_init(&st[r], &all[r]);
+  for (r = p; r < n; r++) merge_at(ctx, &st[r - p], r - p, r, &st[r]);
+  for (mask = 1; mask < p; mask <<= 1) {
+    for (r = 0; r < p; r++) prev[r] = st[r];
+    for (r = 0; r < p; r++) merge_at(ctx, &st[r], r, r ^ mask, &prev[r ^ mask]);
+  }
+  return st[0];
+}
+
+coll_status_t coll__agree_seen(const coll_algo_ctx_t *ctx,
+                               const coll_desc_t *all,
+                               const coll_desc_t *mine) {
+  agree_state_t *st, *prev, verdict;
+  int r, n = ctx->world;
+  for (r = 0; r < n && coll__desc_equal(&all[r], mine); r++) {
+  }
+  if (r == n) return COLL_OK;
+  st = calloc((size_t)n, sizeof *st);
+  prev = calloc((size_t)n, sizeof *prev);
+  if (st == NULL || prev == NULL) {
+    /* Still a mismatch on every rank, without the details. */
+    free(st);
+    free(prev);
+    coll__agree_state_init(&verdict, mine);
+    return coll__agree_mismatch(&verdict, coll__ctx_rank(ctx, ctx->rank), mine);
+  }
+  verdict = replay(ctx, all, st, prev);
+  free(st);
+  free(prev);
+  return coll__agree_mismatch(&verdict, coll__ctx_rank(ctx, ctx->rank), mine);
 }

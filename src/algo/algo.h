@@ -66,6 +66,11 @@ typedef struct coll_algo_ctx {
   /* Longer blocks' segments grow up to this (ring.c); <= seg_bytes: the
    * segment is seg_bytes at every size. */
   size_t seg_max_bytes;
+  /* The descriptor every rank must have passed to this collective, or NULL
+   * (no check: it is off, or it ran already). An algorithm whose first
+   * messages follow the check's pattern carries it in them (agree.h); the
+   * caller runs it alone (coll__check_alone) before any other. */
+  const struct coll_desc *check;
 } coll_algo_ctx_t;
 
 /* The descriptor every rank must agree on for one collective. A batch
@@ -90,12 +95,18 @@ typedef struct coll_desc {
 void coll__desc_batch(coll_desc_t *d, uint32_t kind, coll_op_t op,
                       const coll_buffer_t *bufs, size_t nbufs);
 
-/* Checks that every rank passed the same descriptor. Recursive doubling over
- * the 44-byte descriptor plus a "mismatch seen" flag, so every rank learns of
- * any disagreement in ceil(log2 n) (+2) steps with a fixed message pattern.
- * Returns COLL_ERR_LENGTH_MISMATCH on every rank if any two differ, with a
- * text naming what differs and a rank that differs. */
+/* Checks that every rank passed the same descriptor d, over messages
+ * (check.c): recursive doubling over the 44-byte descriptor plus a
+ * "mismatch seen" flag, so every rank learns of any disagreement in
+ * ceil(log2 n) (+2) steps with a fixed message pattern. Returns
+ * COLL_ERR_LENGTH_MISMATCH on every rank if any two differ, with a text
+ * naming what differs and a rank that differs. */
 coll_status_t coll__agree(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
+/* Runs ctx's check (ctx->check; nothing when NULL or for one rank) before
+ * an algorithm that does not carry it, in the form the transport needs: a
+ * round of notes where it maps shared memory (coll__agree_shm), else the
+ * messages (coll__agree). Statuses as coll__agree. */
+coll_status_t coll__check_alone(const coll_algo_ctx_t *ctx);
 
 /* The comm rank at position p of ctx, and the position of comm rank r. */
 static inline int coll__ctx_rank(const coll_algo_ctx_t *ctx, int p) {
@@ -105,19 +116,14 @@ static inline int coll__ctx_pos(const coll_algo_ctx_t *ctx, int r) {
   return ctx->pos != NULL ? ctx->pos[r] : r;
 }
 
-/* Allreduce of count elements of dt in place on buf. */
+/* Allreduce of count elements of dt in place on buf. None of these
+ * carries ctx->check: the caller runs it first. */
 coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t count, coll_dtype_t dt, coll_op_t op);
 /* The ring allreduce of a world of 2, its two passes woven into one
- * stream (allreduce_pair.c); coll__allreduce_ring runs it there. */
+ * stream (allreduce_pair.c). */
 coll_status_t coll__allreduce_pair(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t count, coll_dtype_t dt, coll_op_t op);
-coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
-                                 size_t count, coll_dtype_t dt, coll_op_t op);
-/* Reduce-scatter by recursive halving, allgather by recursive doubling:
- * the ring's bytes in 2 log2(n) steps (allreduce_rh.c). */
-coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, void *buf,
-                                 size_t count, coll_dtype_t dt, coll_op_t op);
 /* Two-level allreduce over ctx->topo's hosts (coll__topo_two_level must
  * hold, else it runs coll__allreduce_ring): a ring reduce-scatter among the
  * ranks of each host, a ring allreduce of each slice among the ranks with
@@ -127,40 +133,34 @@ coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, void *buf,
 coll_status_t coll__allreduce_two_level(const coll_algo_ctx_t *ctx, void *buf,
                                         size_t count, coll_dtype_t dt,
                                         coll_op_t op);
-/* Recursive doubling with the descriptor agreement folded into its
- * messages: reads count elements at src, and writes the reduced result to
- * dst (may be src) only if every rank passed descriptor d; otherwise
- * returns what coll__agree would, on every rank, with dst untouched. For
- * up to COLL_AGREE_PAYLOAD_MAX bytes (agree.h). Consumes one sequence
- * number, as coll__agree does, so ranks that disagree stay in step. */
-coll_status_t coll__allreduce_rd_checked(const coll_algo_ctx_t *ctx,
-                                         const coll_desc_t *d, const void *src,
-                                         void *dst, size_t count,
-                                         coll_dtype_t dt, coll_op_t op);
 
-/* The halving-doubling allreduce with the agreement in its halving
- * messages (allreduce_rh_checked.c): as coll__allreduce_rd_checked, for a
- * world and size where coll__rh_checked_fits. */
-int coll__rh_checked_fits(int world, size_t count, size_t esz);
-coll_status_t coll__allreduce_rh_checked(const coll_algo_ctx_t *ctx,
-                                         const coll_desc_t *d, const void *src,
-                                         void *dst, size_t count,
-                                         coll_dtype_t dt, coll_op_t op);
-/* Allreduce through the transport's shared memory (coll__t_rounds(t) must
- * not be NULL): every element combined in rank order 0..world-1. */
-coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
-                                  size_t count, coll_dtype_t dt, coll_op_t op);
-/* The same with the descriptor check folded into its first round (a round
- * even when count is 0): src to dst, dst written only if every rank passed
- * the same descriptor, else COLL_ERR_LENGTH_MISMATCH on every rank with
- * the same text (as coll__agree). */
-coll_status_t coll__allreduce_shm_checked(const coll_algo_ctx_t *ctx,
-                                          const coll_desc_t *d, const void *src,
-                                          void *dst, size_t count,
-                                          coll_dtype_t dt, coll_op_t op);
-/* The descriptor check alone over the transport's shared memory: one round
- * with no data, that meets the first round of coll__allreduce_shm_checked
- * on ranks that run it. Statuses as coll__agree. */
+/* The allreduces that carry ctx->check in their first messages or round
+ * (agree.h): they read count elements at src and write the result to dst
+ * (may be src), dst only once every rank is known to have passed the same
+ * descriptor; on a mismatch they return what coll__agree would, on every
+ * rank, with dst untouched. Where they cannot carry it (the size, the
+ * world, the transport) they run it alone first. Each consumes one
+ * sequence number, as coll__agree does, so ranks that disagree stay in
+ * step. */
+/* Recursive doubling. */
+coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, const void *src,
+                                 void *dst, size_t count, coll_dtype_t dt,
+                                 coll_op_t op);
+/* Reduce-scatter by recursive halving, allgather by recursive doubling:
+ * the ring's bytes in 2 log2(n) steps (allreduce_rh.c); the check rides in
+ * the halving. */
+coll_status_t coll__allreduce_rh(const coll_algo_ctx_t *ctx, const void *src,
+                                 void *dst, size_t count, coll_dtype_t dt,
+                                 coll_op_t op);
+/* Through the transport's shared memory (coll__t_rounds(t) must not be
+ * NULL): every element combined in rank order 0..world-1; the check rides
+ * in the first round, which runs even when count is 0. */
+coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, const void *src,
+                                  void *dst, size_t count, coll_dtype_t dt,
+                                  coll_op_t op);
+/* The check alone over the transport's shared memory: one round with no
+ * data, that meets the first round of coll__allreduce_shm on ranks that
+ * run it. Statuses as coll__agree. */
 coll_status_t coll__agree_shm(const coll_algo_ctx_t *ctx, const coll_desc_t *d);
 /* Tests: called by the direct shared-memory allreduce on every rank each
  * time it starts reading its peers' buffers (NULL: not called). */

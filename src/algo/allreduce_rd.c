@@ -5,69 +5,141 @@
  * largest power of two below n) first fold their buffer into rank - p and
  * get the result back at the end.
  *
+ * Its messages are the descriptor check's pattern (agree.h), so it carries
+ * the check: each message is the sender's state, then its partial result,
+ * on the check's tag, and the result reaches dst only once every rank is
+ * known to agree. Up to COLL_AGREE_PAYLOAD_MAX bytes; above that (or with
+ * the ranks on shared memory) the check runs alone first. So with the
+ * check on, a small allreduce costs its own rounds and no more: one round
+ * trip on 2 ranks, not two.
+ *
  * Both partners of a round combine the same two values in the same order,
  * the lower rank's as the left operand, so every rank ends with the same
  * bits whatever the kernel does with operand order. */
 #include <string.h>
 
+#include "algo/agree.h"
 #include "algo/algo_util.h"
 
 typedef struct rd {
   algo_run_t run;
-  char *buf;
-  char *spare; /* scratch the size of buf */
+  coll_check_t K, *k; /* k: &K while the check rides here, else NULL */
+  char *mine;         /* this rank's value */
+  char *spare;        /* a receive buffer where no check rides */
   size_t bytes, count;
   coll_reduce_fn_t fn;
   algo_req_t req[2];
 } rd_t;
 
-/* Sends `src` to peer and receives peer's buffer into `dst`, both posted
- * before either is waited. */
-static coll_status_t rd_exchange(rd_t *R, int peer, const void *src,
-                                 void *dst) {
-  COLL_CHECK(coll__algo_irecv(&R->run, &R->req[0], peer, dst, R->bytes));
-  COLL_CHECK(coll__algo_isend(&R->run, &R->req[1], peer, src, R->bytes));
-  COLL_CHECK(coll__algo_wait(&R->run, &R->req[0], R->bytes));
-  return coll__algo_wait(&R->run, &R->req[1], 0);
+/* One step with peer: sends this rank's value (if send), receives the
+ * peer's (if recv) into *got, NULL where the check says it is of no use. */
+static coll_status_t step(rd_t *R, int peer, int send, int recv, int adopt,
+                          char **got) {
+  /* A result taken back goes straight to mine. */
+  coll_check_step_t x = {peer,     send,     recv,
+                         R->mine,  R->bytes, adopt ? R->mine : R->spare,
+                         R->bytes, adopt};
+  return coll__check_swap(R->k, &R->run, R->req, &x, got);
 }
 
-/* The doubling rounds among ranks [0, p). `cur` holds this rank's value;
- * the other of buf/spare is free for the next receive. */
-static coll_status_t rd_rounds(void *arg, int rank, int p) {
-  rd_t *R = arg;
-  char *cur = R->buf;
-  int mask;
+/* Takes what arrived as this rank's value: the buffers swap roles, no
+ * copy. */
+static void take(rd_t *R, char *got) {
+  if (R->k != NULL) {
+    coll__check_flip(R->k);
+    R->mine = coll__check_mine(R->k);
+  } else {
+    R->spare = R->mine;
+    R->mine = got;
+  }
+}
+
+/* mine op= the peer's value, the lower rank's on the left as the peer
+ * computes it: where this rank is the higher, into what arrived. */
+static void combine(rd_t *R, char *got, int mine_left) {
+  if (mine_left) {
+    R->fn(R->mine, got, R->count);
+    return;
+  }
+  R->fn(got, R->mine, R->count);
+  take(R, got);
+}
+
+static coll_status_t rd_body(rd_t *R, int rank, int n) {
+  char *got;
+  int p = 1, mask;
+  while (p <= n / 2) p <<= 1;
+  if (rank >= p) {
+    /* Folded out: hand the value in, take the result back. */
+    COLL_CHECK(step(R, rank - p, 1, 0, 0, &got));
+    COLL_CHECK(step(R, rank - p, 0, 1, 1, &got));
+    if (got != NULL && got != R->mine) take(R, got);
+    return COLL_OK;
+  }
+  if (rank + p < n) {
+    COLL_CHECK(step(R, rank + p, 0, 1, 0, &got));
+    if (got != NULL) combine(R, got, 1);
+  }
   for (mask = 1; mask < p; mask <<= 1) {
     int peer = rank ^ mask;
-    char *in = cur == R->buf ? R->spare : R->buf;
-    COLL_CHECK(rd_exchange(R, peer, cur, in));
-    if (rank < peer) {
-      R->fn(cur, in, R->count);
-    } else {
-      R->fn(in, cur, R->count); /* peer's value op mine, as peer computes */
-      cur = in;
-    }
+    COLL_CHECK(step(R, peer, 1, 1, 0, &got));
+    if (got != NULL) combine(R, got, rank < peer);
   }
-  if (cur != R->buf) memcpy(R->buf, cur, R->bytes);
+  if (rank + p < n) COLL_CHECK(step(R, rank + p, 1, 0, 0, &got));
   return COLL_OK;
 }
 
-coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, void *buf,
-                                 size_t count, coll_dtype_t dt, coll_op_t op) {
+/* The buffers: with the check riding, mine is a copy of src where the
+ * check's messages send it from (dst is written at the end); without, mine
+ * is dst and spare is scratch. */
+static coll_status_t buffers(rd_t *R, const coll_algo_ctx_t *ctx,
+                             const void *src, void *dst) {
+  char *mem;
+  if (R->k != NULL) {
+    mem = coll__scratch_get(ctx->scratch, 2 * COLL_CHECK_AREA);
+    if (mem == NULL) return COLL_ERR_NO_MEMORY;
+    coll__check_init(R->k, ctx, mem);
+    R->mine = coll__check_mine(R->k);
+    if (R->bytes > 0) memcpy(R->mine, src, R->bytes);
+    return COLL_OK;
+  }
+  R->spare = coll__scratch_get(ctx->scratch, R->bytes);
+  if (R->spare == NULL) return COLL_ERR_NO_MEMORY;
+  if (src != dst) memcpy(dst, src, R->bytes);
+  R->mine = dst;
+  return COLL_OK;
+}
+
+coll_status_t coll__allreduce_rd(const coll_algo_ctx_t *ctx, const void *src,
+                                 void *dst, size_t count, coll_dtype_t dt,
+                                 coll_op_t op) {
   rd_t R;
   memset(&R, 0, sizeof R);
   R.fn = coll__algo_kernel("recursive-doubling allreduce", dt, op);
   if (R.fn == NULL) return COLL_ERR_UNSUPPORTED;
-  if (ctx->world == 1 || count == 0) return COLL_OK;
-  coll__algo_run_init(&R.run, ctx, "recursive-doubling allreduce", ALGO_PH_RD);
-  R.buf = buf;
   R.count = count;
   R.bytes = count * coll_dtype_size(dt);
-  R.spare = coll__scratch_get(ctx->scratch, R.bytes);
-  if (R.spare == NULL)
+  if (coll__check_carried(ctx, R.bytes))
+    R.k = &R.K;
+  else
+    COLL_CHECK(coll__check_alone(ctx));
+  if (ctx->world == 1 || (count == 0 && R.k == NULL)) {
+    if (src != dst && R.bytes > 0) memcpy(dst, src, R.bytes);
+    return COLL_OK;
+  }
+  coll__algo_run_init(&R.run, ctx, "recursive-doubling allreduce",
+                      R.k != NULL ? ALGO_PH_AGREE : ALGO_PH_RD);
+  if (buffers(&R, ctx, src, dst) != COLL_OK)
     return coll__algo_fail(&R.run, COLL_ERR_NO_MEMORY, "receive buffer");
-  algo_fold_t f = {&R.run, R.req, R.buf, R.spare, R.bytes, R.count, R.fn};
-  if (coll__algo_fold(&f, ctx->rank, ctx->world, rd_rounds, &R) != COLL_OK)
+  if (rd_body(&R, ctx->rank, ctx->world) != COLL_OK) {
     coll__algo_cancel(&R.run, R.req, 2);
-  return coll__algo_done(&R.run);
+    return coll__algo_done(&R.run);
+  }
+  if (R.k == NULL) {
+    if (R.mine != dst) memcpy(dst, R.mine, R.bytes);
+    return COLL_OK;
+  }
+  COLL_CHECK(coll__check_verdict(R.k, ctx, "the small allreduce"));
+  if (R.bytes > 0) memcpy(dst, R.mine, R.bytes);
+  return COLL_OK;
 }

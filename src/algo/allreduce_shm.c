@@ -25,11 +25,11 @@
  * in "whole" every rank runs the same kernel on the same operands in the
  * same order).
  *
- * The descriptor check rides in the first round (coll__allreduce_shm_
- * checked): before it posts IN, every rank writes its descriptor into its
+ * The descriptor check (the context's, agree.h) rides in the first round:
+ * before it posts IN, every rank writes its descriptor into its
  * note (transport.h); after every rank's IN it compares every note with
  * its own, before it reads any data. Every rank sees the same notes, so
- * every rank reaches the same verdict (agree_seen.c), and on a mismatch
+ * every rank reaches the same verdict (coll__agree_seen), and on a mismatch
  * every rank posts OUT and returns without having written its output. A
  * collective that is not this allreduce runs the check alone, as a round
  * with no data (coll__agree_shm), so ranks that disagree on which
@@ -374,25 +374,18 @@ static coll_status_t run_rounds(shm_ar_t *A, const char *src, char *dst,
   return coll__algo_done(&A->S.run);
 }
 
-coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, void *buf,
-                                  size_t count, coll_dtype_t dt, coll_op_t op) {
+coll_status_t coll__allreduce_shm(const coll_algo_ctx_t *ctx, const void *src,
+                                  void *dst, size_t count, coll_dtype_t dt,
+                                  coll_op_t op) {
   shm_ar_t A;
   COLL_CHECK(setup(&A, ctx, "shm allreduce", dt, op));
-  if (count == 0 || ctx->world < 2) return COLL_OK;
-  return run_rounds(&A, buf, buf, count);
-}
-
-coll_status_t coll__allreduce_shm_checked(const coll_algo_ctx_t *ctx,
-                                          const coll_desc_t *d, const void *src,
-                                          void *dst, size_t count,
-                                          coll_dtype_t dt, coll_op_t op) {
-  shm_ar_t A;
-  COLL_CHECK(setup(&A, ctx, "checked shm allreduce", dt, op));
-  if (ctx->world < 2) {
+  if (ctx->world < 2 || (count == 0 && ctx->check == NULL)) {
     if (dst != src && count > 0) memcpy(dst, src, count * A.es);
     return COLL_OK;
   }
-  A.check = d;
+  /* The check rides in the first round, a round even when count is 0, so
+   * that a rank passing count 0 (or any other size) meets the others. */
+  A.check = ctx->check;
   return run_rounds(&A, src, dst, count);
 }
 

@@ -104,7 +104,7 @@ coll_status_t coll__link_probe(const coll_algo_ctx_t *ctx,
   COLL_CHECK(coll__algo_done(&P.run));
   v[0] = small;
   v[1] = large > small ? (large - small) / (double)COLL_LINK_PROBE_BYTES : 0;
-  s = coll__allreduce_rd(ctx, v, 2, COLL_F64, COLL_MAX);
+  s = coll__allreduce_rd(ctx, v, v, 2, COLL_F64, COLL_MAX);
   if (s != COLL_OK) return s;
   out->alpha_s = v[0];
   out->s_per_byte = v[1];

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_util.c: what every part of the CPU backend shares: the algorithm
- * context for a collective, the descriptor agreement, the numerics around
- * an algorithm (work dtype, finishing), and the comm's sticky failure.
+ * context for a collective (with the descriptor check it carries), the
+ * chooser of the algorithm tables, the numerics around an algorithm (work
+ * dtype, finishing), and the comm's sticky failure.
  * Below the per-collective paths and the dispatcher, calling neither. */
 #include <string.h>
 
@@ -24,16 +25,41 @@ void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx) {
   ctx->scratch = &cpu->scratch;
   ctx->seg_bytes = cpu->tune.seg_bytes;
   ctx->seg_max_bytes = cpu->tune.seg_max_bytes;
+  ctx->check = NULL;
 }
 
-coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
+void coll__cpu_ctx_checked(coll_cpu_t *cpu, coll_algo_ctx_t *ctx,
+                           const coll_desc_t *d) {
+  coll__cpu_ctx(cpu, ctx);
+  if (cpu->tune.check_mismatch && cpu->comm->world > 1) ctx->check = d;
+}
+
+coll_status_t coll__cpu_check_alone(coll_cpu_t *cpu, const coll_desc_t *d) {
   coll_algo_ctx_t ctx;
   if (!cpu->tune.check_mismatch || cpu->comm->world == 1) return COLL_OK;
-  coll__cpu_ctx(cpu, &ctx);
-  /* Where the ranks share memory, the check is a round of notes, the one
-   * the shared-memory allreduce folds it into (algo/allreduce_shm.c). */
-  if (coll__t_rounds(cpu->t) != NULL) return coll__agree_shm(&ctx, d);
-  return coll__agree(&ctx, d);
+  coll__cpu_ctx_checked(cpu, &ctx, d);
+  return coll__check_alone(&ctx);
+}
+
+size_t coll__cpu_choose(const coll_cpu_t *cpu, const coll_cpu_row_t *first,
+                        size_t stride, size_t n, size_t bytes) {
+  size_t i;
+#define ROW(i) ((const coll_cpu_row_t *)((const char *)first + (i)*stride))
+  for (i = 0; i < n; i++) {
+    const coll_cpu_row_t *r = ROW(i);
+    int can = r->can == NULL || r->can(cpu);
+    if (cpu->tune.algo == COLL_ALGO_AUTO) {
+      if (can && (r->fits == NULL || r->fits(cpu, bytes))) return i;
+    } else if (r->word == cpu->tune.algo && can) {
+      return i;
+    }
+  }
+#undef ROW
+  return n - 1;
+}
+
+int coll__cpu_shared(const coll_cpu_t *cpu) {
+  return cpu->tune.shared && cpu->comm->world > 1;
 }
 
 /* Measured with coll-perf (-c 0, medians of 3 interleaved runs, processes
@@ -52,18 +78,12 @@ coll_status_t coll__cpu_agree(coll_cpu_t *cpu, const coll_desc_t *d) {
  * The shared rounds lead at most sizes, and where they trail the runs
  * differed by more than the gap; measure again on a quiet machine before
  * adding a threshold. */
-static int shm_below(const coll_cpu_t *cpu, size_t bytes, size_t below) {
-  return cpu->tune.shared && cpu->comm->world > 1 &&
-         (cpu->tune.algo == COLL_ALGO_SHM ||
-          (cpu->tune.algo == COLL_ALGO_AUTO && bytes < below));
+int coll__cpu_shm_others_fit(const coll_cpu_t *cpu, size_t bytes) {
+  return bytes < cpu->tune.shm_others_below;
 }
 
-int coll__cpu_shm_colls(const coll_cpu_t *cpu, size_t bytes) {
-  return shm_below(cpu, bytes, cpu->tune.shm_others_below);
-}
-
-int coll__cpu_shm_reduce_scatter(const coll_cpu_t *cpu, size_t bytes) {
-  return shm_below(cpu, bytes, cpu->tune.shm_reduce_scatter_below);
+int coll__cpu_shm_reduce_scatter_fits(const coll_cpu_t *cpu, size_t bytes) {
+  return bytes < cpu->tune.shm_reduce_scatter_below;
 }
 
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {

@@ -5,6 +5,20 @@
 #include "cpu/host.h"
 #include "reduce/reduce.h"
 
+/* Allgather: through the transport's shared memory where it suits the
+ * size, else the ring (cpu_util.c has the measurements). */
+typedef struct ag_algo {
+  coll_cpu_row_t row;
+  coll_status_t (*run)(const coll_algo_ctx_t *ctx, void *buf,
+                       size_t block_bytes);
+} ag_algo_t;
+
+static const ag_algo_t k_allgather[] = {
+    {{COLL_ALGO_SHM, coll__cpu_shared, coll__cpu_shm_others_fit},
+     coll__allgather_shm},
+    {{-1, NULL, NULL}, coll__allgather_ring},
+};
+
 static coll_status_t allgather(coll_cpu_t *cpu, const coll_work_t *w) {
   size_t block = w->count * coll_dtype_size(w->dtype);
   char *mine = (char *)w->recv + (size_t)cpu->comm->rank * block;
@@ -12,9 +26,9 @@ static coll_status_t allgather(coll_cpu_t *cpu, const coll_work_t *w) {
   if (block == 0) return COLL_OK;
   if (w->send != mine) memcpy(mine, w->send, block);
   coll__cpu_ctx(cpu, &ctx);
-  if (coll__cpu_shm_colls(cpu, block * (size_t)cpu->comm->world))
-    return coll__allgather_shm(&ctx, w->recv, block);
-  return coll__allgather_ring(&ctx, w->recv, block);
+  return k_allgather[COLL_CPU_CHOOSE(cpu, k_allgather,
+                                     block * (size_t)cpu->comm->world)]
+      .run(&ctx, w->recv, block);
 }
 
 /* Through shared memory: the send buffer is only read (widened first for
@@ -44,16 +58,14 @@ static coll_status_t reduce_scatter_shm(coll_cpu_t *cpu, const coll_work_t *w) {
   return COLL_OK;
 }
 
-static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
+static coll_status_t reduce_scatter_ring(coll_cpu_t *cpu,
+                                         const coll_work_t *w) {
   coll_dtype_t wdt = coll__cpu_work_dtype(w->dtype, w->op);
   coll_op_t aop = w->op == COLL_AVG ? COLL_SUM : w->op;
   size_t n = (size_t)cpu->comm->world, total = w->count * n;
   size_t wes = coll_dtype_size(wdt);
   coll_algo_ctx_t ctx;
   char *work;
-  if (w->count == 0) return COLL_OK;
-  if (coll__cpu_shm_reduce_scatter(cpu, total * wes))
-    return reduce_scatter_shm(cpu, w);
   /* The ring leaves partial sums in every other block: run on a copy so the
    * caller's send buffer is untouched. */
   work = coll__scratch_get(&cpu->work, total * wes);
@@ -70,6 +82,28 @@ static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
   return COLL_OK;
 }
 
+/* Reduce-scatter: the same choice, against its own bound. */
+typedef struct rs_algo {
+  coll_cpu_row_t row;
+  coll_status_t (*run)(coll_cpu_t *cpu, const coll_work_t *w);
+} rs_algo_t;
+
+static const rs_algo_t k_reduce_scatter[] = {
+    {{COLL_ALGO_SHM, coll__cpu_shared, coll__cpu_shm_reduce_scatter_fits},
+     reduce_scatter_shm},
+    {{-1, NULL, NULL}, reduce_scatter_ring},
+};
+
+static coll_status_t reduce_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
+  size_t total = w->count * (size_t)cpu->comm->world;
+  if (w->count == 0) return COLL_OK;
+  return k_reduce_scatter[COLL_CPU_CHOOSE(
+                              cpu, k_reduce_scatter,
+                              total * coll_dtype_size(coll__cpu_work_dtype(
+                                          w->dtype, w->op)))]
+      .run(cpu, w);
+}
+
 coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_desc_t d = {.kind = (uint32_t)w->kind,
                    .dtype = (int32_t)w->dtype,
@@ -77,7 +111,7 @@ coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w) {
                    .root = -1,
                    .count = (uint64_t)w->count};
   if (w->kind == COLL_WORK_ALLGATHER) d.op = -1;
-  COLL_CHECK(coll__cpu_agree(cpu, &d));
+  COLL_CHECK(coll__cpu_check_alone(cpu, &d));
   return w->kind == COLL_WORK_ALLGATHER ? allgather(cpu, w)
                                         : reduce_scatter(cpu, w);
 }

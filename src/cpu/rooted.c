@@ -26,6 +26,20 @@ static coll_status_t reduce(coll_cpu_t *cpu, const coll_work_t *w) {
   return COLL_OK;
 }
 
+/* Broadcast: through the transport's shared memory where it suits the
+ * size, else on messages (cpu_util.c has the measurements). */
+typedef struct bcast_algo {
+  coll_cpu_row_t row;
+  coll_status_t (*run)(const coll_algo_ctx_t *ctx, void *buf, size_t bytes,
+                       int root);
+} bcast_algo_t;
+
+static const bcast_algo_t k_bcast[] = {
+    {{COLL_ALGO_SHM, coll__cpu_shared, coll__cpu_shm_others_fit},
+     coll__broadcast_shm},
+    {{-1, NULL, NULL}, coll__broadcast},
+};
+
 coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_desc_t d = {.kind = (uint32_t)w->kind,
                    .dtype = (int32_t)w->dtype,
@@ -33,27 +47,26 @@ coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w) {
                    .root = (int32_t)w->root,
                    .count = (uint64_t)w->count};
   coll_algo_ctx_t ctx;
+  size_t bytes;
   if (w->kind == COLL_WORK_BARRIER) {
     d.dtype = d.op = d.root = -1;
     d.count = 0;
   } else if (w->kind == COLL_WORK_BROADCAST) {
     d.op = -1;
   }
-  COLL_CHECK(coll__cpu_agree(cpu, &d));
-  switch (w->kind) {
-    case COLL_WORK_BROADCAST:
-      if (w->count == 0) return COLL_OK;
-      coll__cpu_ctx(cpu, &ctx);
-      if (coll__cpu_shm_colls(cpu, w->count * coll_dtype_size(w->dtype)))
-        return coll__broadcast_shm(
-            &ctx, w->recv, w->count * coll_dtype_size(w->dtype), w->root);
-      return coll__broadcast(&ctx, w->recv,
-                             w->count * coll_dtype_size(w->dtype), w->root);
-    case COLL_WORK_REDUCE: return reduce(cpu, w);
-    default:
-      /* The agreement above already synchronized every rank when it ran;
-       * the barrier proper keeps the guarantee when checks are off. */
-      coll__cpu_ctx(cpu, &ctx);
-      return coll__barrier(&ctx);
+  if (w->kind == COLL_WORK_BARRIER) {
+    /* Where the ranks check, the check is the barrier: no rank leaves it
+     * before every rank entered (recursive doubling over messages, or a
+     * round every rank posts to). */
+    coll__cpu_ctx_checked(cpu, &ctx, &d);
+    if (ctx.check != NULL) return coll__check_alone(&ctx);
+    return coll__barrier(&ctx);
   }
+  COLL_CHECK(coll__cpu_check_alone(cpu, &d));
+  if (w->kind == COLL_WORK_REDUCE) return reduce(cpu, w);
+  if (w->count == 0) return COLL_OK;
+  bytes = w->count * coll_dtype_size(w->dtype);
+  coll__cpu_ctx(cpu, &ctx);
+  return k_bcast[COLL_CPU_CHOOSE(cpu, k_bcast, bytes)].run(&ctx, w->recv, bytes,
+                                                           w->root);
 }

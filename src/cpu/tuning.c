@@ -86,7 +86,7 @@ static coll_status_t agree_segment(coll_cpu_t *cpu) {
   coll_algo_ctx_t ctx;
   int64_t v[2] = {(int64_t)tu->seg_bytes, (int64_t)tu->seg_max_bytes};
   coll__cpu_ctx(cpu, &ctx);
-  COLL_CHECK(coll__allreduce_rd(&ctx, v, 2, COLL_I64, COLL_MAX));
+  COLL_CHECK(coll__allreduce_rd(&ctx, v, v, 2, COLL_I64, COLL_MAX));
   if ((size_t)v[0] != tu->seg_bytes)
     COLL_INFO(COLL_LOG_INIT,
               "segments of %lld bytes, as another rank chose, not %zu",

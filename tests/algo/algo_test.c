@@ -339,8 +339,10 @@ coll_status_t at_call(const at_case_t *c, const coll_algo_ctx_t *ctx,
   switch (c->kind) {
     case AT_AR_RING:
       return coll__allreduce_ring(ctx, buf, c->count, c->dt, c->op);
-    case AT_AR_RD: return coll__allreduce_rd(ctx, buf, c->count, c->dt, c->op);
-    case AT_AR_RH: return coll__allreduce_rh(ctx, buf, c->count, c->dt, c->op);
+    case AT_AR_RD:
+      return coll__allreduce_rd(ctx, buf, buf, c->count, c->dt, c->op);
+    case AT_AR_RH:
+      return coll__allreduce_rh(ctx, buf, buf, c->count, c->dt, c->op);
     case AT_RS:
       return coll__reduce_scatter_ring(ctx, buf, c->count, c->dt, c->op);
     case AT_AG: return coll__allgather_ring(ctx, buf, c->count * es);

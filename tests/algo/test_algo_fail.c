@@ -73,14 +73,15 @@ static void rank_main(int rank, int n, void *p) {
                      .dtype = COLL_F32,
                      .op = COLL_SUM,
                      .count = c.count};
+    ctx.check = &d;
     if (a->kind == AGREE_KIND)
       a->status[rank] = coll__agree(&ctx, &d);
-    else if (coll__rh_checked_fits(n, c.count, 4))
-      a->status[rank] = coll__allreduce_rh_checked(&ctx, &d, buf, buf, c.count,
-                                                   COLL_F32, COLL_SUM);
+    else if ((n & (n - 1)) == 0)
+      a->status[rank] =
+          coll__allreduce_rh(&ctx, buf, buf, c.count, COLL_F32, COLL_SUM);
     else
-      a->status[rank] = coll__allreduce_rd_checked(&ctx, &d, buf, buf, c.count,
-                                                   COLL_F32, COLL_SUM);
+      a->status[rank] =
+          coll__allreduce_rd(&ctx, buf, buf, c.count, COLL_F32, COLL_SUM);
   } else {
     a->status[rank] = at_call(&c, &ctx, buf);
   }

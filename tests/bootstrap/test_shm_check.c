@@ -6,7 +6,7 @@
  * (or count 0, or a broadcast instead), in the first call and after good
  * calls, on a small buffer and on one of several rounds: every rank gets
  * LENGTH_MISMATCH with the same text, naming the ranks the agreement names
- * (agree_seen.c), and no rank's output buffer was written; the allreduces
+ * (coll__agree_seen), and no rank's output buffer was written; the allreduces
  * between and after are bit-exact against a serial sum in rank order. */
 #include <setjmp.h>
 #include <stdarg.h>

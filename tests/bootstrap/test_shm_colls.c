@@ -293,7 +293,8 @@ static int rank_main(void *p) {
     fail_out(o, s, "init: %s", coll_last_error());
     return 0;
   }
-  if (!coll__cpu_shm_colls(c->be, SIZE_MAX - 1))
+  if (!coll__cpu_shared(c->be) ||
+      !coll__cpu_shm_others_fit(c->be, SIZE_MAX - 1))
     fail_out(o, COLL_OK,
              "auto does not take the shared-memory collectives at every "
              "size");

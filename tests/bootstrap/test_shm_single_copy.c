@@ -395,7 +395,8 @@ static int rank_main(void *p) {
   }
   o->copy_from = coll__t_copy_from(((coll_cpu_t *)c->be)->t);
   o->said_fallback = log_says(log, "no single copy");
-  if (!coll__cpu_shm_colls(c->be, SIZE_MAX - 1))
+  if (!coll__cpu_shared(c->be) ||
+      !coll__cpu_shm_others_fit(c->be, SIZE_MAX - 1))
     fail_out(o, COLL_OK,
              "auto does not take the shared-memory collectives at every "
              "size");
