@@ -124,6 +124,12 @@ coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
  * stream (allreduce_pair.c). */
 coll_status_t coll__allreduce_pair(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t count, coll_dtype_t dt, coll_op_t op);
+/* The ring allreduce with rounds bounded in bytes to the pair's lead of
+ * raw data (allreduce_ring.c): what a world of 2 runs in a build without
+ * the pair, for measuring the two side by side. */
+coll_status_t coll__allreduce_ring_bounded(const coll_algo_ctx_t *ctx,
+                                           void *buf, size_t count,
+                                           coll_dtype_t dt, coll_op_t op);
 /* Two-level allreduce over ctx->topo's hosts (coll__topo_two_level must
  * hold, else it runs coll__allreduce_ring): a ring reduce-scatter among the
  * ranks of each host, a ring allreduce of each slice among the ranks with
@@ -191,14 +197,21 @@ coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,
  * is filled in; on return every block is. */
 coll_status_t coll__allgather_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t block_bytes);
-/* Broadcast of `bytes` at buf from comm rank root (pipelined chain or
- * binomial tree by size). */
-coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
-                              size_t bytes, int root);
+/* Broadcast of `bytes` at buf from comm rank root: down a binomial tree,
+ * or down a pipelined chain (broadcast.c). */
+coll_status_t coll__broadcast_tree(const coll_algo_ctx_t *ctx, void *buf,
+                                   size_t bytes, int root);
+coll_status_t coll__broadcast_chain(const coll_algo_ctx_t *ctx, void *buf,
+                                    size_t bytes, int root);
 /* Reduce count elements in place on buf; the result is valid on comm rank
- * root only. */
-coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
-                           coll_dtype_t dt, coll_op_t op, int root);
+ * root only: up a binomial tree, or a ring reduce-scatter and a gather of
+ * the blocks (reduce.c). */
+coll_status_t coll__reduce_tree(const coll_algo_ctx_t *ctx, void *buf,
+                                size_t count, coll_dtype_t dt, coll_op_t op,
+                                int root);
+coll_status_t coll__reduce_ring(const coll_algo_ctx_t *ctx, void *buf,
+                                size_t count, coll_dtype_t dt, coll_op_t op,
+                                int root);
 coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);
 
 /* Federated averaging with a deadline (coll_federated_average): rank 0

@@ -7,7 +7,7 @@
 
 coll_status_t coll__allgather_ring(const coll_algo_ctx_t *ctx, void *buf,
                                    size_t block_bytes) {
-  coll_ring_pass_t p;
+  coll_ring_pass_t p = {0};
   int n = ctx->world;
   if (n == 1 || block_bytes == 0) return COLL_OK;
   p.what = "ring allgather";

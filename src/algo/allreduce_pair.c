@@ -31,7 +31,7 @@
  * medians of 3, busbw GB/s at 16 MiB): lead 1 segment 2.67, 2 segments
  * 3.39, 4 segments 2.02, the ring 1.60; 128 KiB segments with 512 KiB
  * ahead 3.42, 512 KiB segments with 1 MiB ahead 1.55. */
-#define PAIR_LEAD_BYTES ((size_t)512 << 10)
+#define PAIR_LEAD_BYTES COLL_RING_PAIR_LEAD_BYTES
 /* Receives posted ahead, at most 2L + 1: a receive of R_k is posted only
  * once X_k, which reads the same region, has gone out; a deeper window
  * would reach R_k's receive before X_k is due (recv_fill holds back, and

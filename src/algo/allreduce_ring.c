@@ -7,13 +7,24 @@
 #include "algo/algo_util.h"
 #include "algo/ring.h"
 
-coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
-                                   size_t count, coll_dtype_t dt,
-                                   coll_op_t op) {
-  coll_ring_pass_t p;
+/* Two ranks weave the ring's two passes into one stream (allreduce_pair.c)
+ * unless built with -DCOLL_RING_PAIR_WEAVE=0: then they run the ring with
+ * rounds bounded in bytes to the weave's lead, the same bound on the raw
+ * data in flight without a second implementation of the pass. The weave
+ * stays while it measures ahead of that round (docs/performance.md, "The
+ * two-rank weave against a bounded round", has the side-by-side run):
+ * the ring ends each round only once all its sends completed, so a round
+ * of a few segments drains the pipe where the weave keeps it full. */
+#ifndef COLL_RING_PAIR_WEAVE
+#define COLL_RING_PAIR_WEAVE 1
+#endif
+
+/* The pass, with rounds bounded to round_bytes of each block (0: by
+ * segments only). */
+static coll_status_t ring(const coll_algo_ctx_t *ctx, void *buf, size_t count,
+                          coll_dtype_t dt, coll_op_t op, size_t round_bytes) {
+  coll_ring_pass_t p = {0};
   int n = ctx->world;
-  /* It looks up the kernel and judges the count itself. */
-  if (n == 2) return coll__allreduce_pair(ctx, buf, count, dt, op);
   p.fn = coll__algo_kernel("ring allreduce", dt, op);
   if (p.fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
@@ -28,5 +39,22 @@ coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
   p.nsteps = 2 * (n - 1);
   p.nreduce = n - 1;
   p.blocks = NULL;
+  p.round_bytes = round_bytes;
   return coll__ring_run(ctx, &p);
+}
+
+coll_status_t coll__allreduce_ring(const coll_algo_ctx_t *ctx, void *buf,
+                                   size_t count, coll_dtype_t dt,
+                                   coll_op_t op) {
+  if (ctx->world != 2) return ring(ctx, buf, count, dt, op, 0);
+  /* It looks up the kernel and judges the count itself. */
+  if (COLL_RING_PAIR_WEAVE)
+    return coll__allreduce_pair(ctx, buf, count, dt, op);
+  return coll__allreduce_ring_bounded(ctx, buf, count, dt, op);
+}
+
+coll_status_t coll__allreduce_ring_bounded(const coll_algo_ctx_t *ctx,
+                                           void *buf, size_t count,
+                                           coll_dtype_t dt, coll_op_t op) {
+  return ring(ctx, buf, count, dt, op, COLL_RING_PAIR_LEAD_BYTES);
 }

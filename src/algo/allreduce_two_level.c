@@ -34,7 +34,7 @@
 static coll_status_t intra_pass(const coll_algo_ctx_t *ctx, char *buf,
                                 size_t count, size_t esz, coll_reduce_fn_t fn,
                                 int gather) {
-  coll_ring_pass_t p;
+  coll_ring_pass_t p = {0};
   int n = ctx->world;
   p.what = gather ? "two-level allreduce (allgather in the host)"
                   : "two-level allreduce (reduce-scatter in the host)";

@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* broadcast.c: broadcast from root. Small buffers go down a binomial tree
- * (log2 n message latencies); large ones flow down a pipelined chain
- * root -> root+1 -> ... in segments, so the time is about bytes/bandwidth
- * plus one segment per hop. */
+/* broadcast.c: broadcast from root, two ways (the CPU backend chooses by
+ * size, cpu/rooted.c): down a binomial tree (log2 n message latencies), or
+ * down a pipelined chain root -> root+1 -> ... in segments, so the time is
+ * about bytes/bandwidth plus one segment per hop. */
 #include <string.h>
 
 #include "algo/algo_util.h"
 
-/* Below this many bytes the tree's fewer latencies win. */
-#define BCAST_TREE_MAX (64u * 1024u)
 #define BCAST_MAX_CHILDREN 32
 
 static coll_status_t bcast_tree(algo_run_t *run, char *buf, size_t bytes,
@@ -58,17 +56,20 @@ static coll_status_t bcast_chain(algo_run_t *run, char *buf, size_t bytes,
   return coll__algo_stream(run, from, to, buf, bytes, seg);
 }
 
-coll_status_t coll__broadcast(const coll_algo_ctx_t *ctx, void *buf,
-                              size_t bytes, int root) {
+coll_status_t coll__broadcast_tree(const coll_algo_ctx_t *ctx, void *buf,
+                                   size_t bytes, int root) {
   algo_run_t run;
   if (ctx->world == 1 || bytes == 0) return COLL_OK;
-  root = coll__ctx_pos(ctx, root);
-  if (bytes < BCAST_TREE_MAX) {
-    coll__algo_run_init(&run, ctx, "tree broadcast", ALGO_PH_BCAST);
-    (void)bcast_tree(&run, buf, bytes, root);
-  } else {
-    coll__algo_run_init(&run, ctx, "chain broadcast", ALGO_PH_BCAST);
-    (void)bcast_chain(&run, buf, bytes, root);
-  }
+  coll__algo_run_init(&run, ctx, "tree broadcast", ALGO_PH_BCAST);
+  (void)bcast_tree(&run, buf, bytes, coll__ctx_pos(ctx, root));
+  return coll__algo_done(&run);
+}
+
+coll_status_t coll__broadcast_chain(const coll_algo_ctx_t *ctx, void *buf,
+                                    size_t bytes, int root) {
+  algo_run_t run;
+  if (ctx->world == 1 || bytes == 0) return COLL_OK;
+  coll__algo_run_init(&run, ctx, "chain broadcast", ALGO_PH_BCAST);
+  (void)bcast_chain(&run, buf, bytes, coll__ctx_pos(ctx, root));
   return coll__algo_done(&run);
 }

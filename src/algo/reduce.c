@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* reduce.c: reduce to root. Small buffers: a binomial tree toward root
- * (log2 n latencies). Large ones: a ring reduce-scatter over near-equal
- * blocks, then every rank streams its reduced block to root, so no link
- * carries much more than the buffer. Other ranks' buffers end as scratch. */
+/* reduce.c: reduce to root, two ways (the CPU backend chooses by size,
+ * cpu/rooted.c): a binomial tree toward root (log2 n latencies), or a ring
+ * reduce-scatter over near-equal blocks after which every rank streams its
+ * reduced block to root, so no link carries much more than the buffer.
+ * Other ranks' buffers end as scratch. */
 #include <string.h>
 
 #include "algo/algo_util.h"
 #include "algo/ring.h"
 
-/* Below this many bytes the tree's fewer latencies win. */
-#define REDUCE_TREE_MAX (64u * 1024u)
 #define REDUCE_MAX_CHILDREN 32
 
 typedef struct tree {
@@ -85,17 +84,25 @@ static coll_status_t gather_blocks(const coll_algo_ctx_t *ctx, char *buf,
   return coll__algo_done(&run);
 }
 
-coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
-                           coll_dtype_t dt, coll_op_t op, int root) {
-  coll_ring_pass_t p;
+coll_status_t coll__reduce_tree(const coll_algo_ctx_t *ctx, void *buf,
+                                size_t count, coll_dtype_t dt, coll_op_t op,
+                                int root) {
+  coll_reduce_fn_t fn = coll__algo_kernel("reduce", dt, op);
+  if (fn == NULL) return COLL_ERR_UNSUPPORTED;
+  if (ctx->world == 1 || count == 0) return COLL_OK;
+  return reduce_tree(ctx, buf, count, coll_dtype_size(dt), fn,
+                     coll__ctx_pos(ctx, root));
+}
+
+coll_status_t coll__reduce_ring(const coll_algo_ctx_t *ctx, void *buf,
+                                size_t count, coll_dtype_t dt, coll_op_t op,
+                                int root) {
+  coll_ring_pass_t p = {0};
   int n = ctx->world;
   size_t esz = coll_dtype_size(dt);
   coll_reduce_fn_t fn = coll__algo_kernel("reduce", dt, op);
   if (fn == NULL) return COLL_ERR_UNSUPPORTED;
   if (n == 1 || count == 0) return COLL_OK;
-  root = coll__ctx_pos(ctx, root);
-  if (count * esz < REDUCE_TREE_MAX)
-    return reduce_tree(ctx, buf, count, esz, fn, root);
   p.what = "ring reduce";
   p.buf = buf;
   p.esz = esz;
@@ -107,5 +114,5 @@ coll_status_t coll__reduce(const coll_algo_ctx_t *ctx, void *buf, size_t count,
   p.fn = fn;
   p.blocks = NULL; /* this file's own layout, by position */
   COLL_CHECK(coll__ring_run(ctx, &p));
-  return gather_blocks(ctx, buf, count, esz, root);
+  return gather_blocks(ctx, buf, count, esz, coll__ctx_pos(ctx, root));
 }

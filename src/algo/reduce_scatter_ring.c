@@ -7,7 +7,7 @@
 coll_status_t coll__reduce_scatter_ring(const coll_algo_ctx_t *ctx, void *buf,
                                         size_t count, coll_dtype_t dt,
                                         coll_op_t op) {
-  coll_ring_pass_t p;
+  coll_ring_pass_t p = {0};
   int n = ctx->world;
   p.fn = coll__algo_kernel("ring reduce-scatter", dt, op);
   if (p.fn == NULL) return COLL_ERR_UNSUPPORTED;

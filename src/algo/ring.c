@@ -11,7 +11,8 @@
  * sends of a step wait roughly one step for their receiver. To keep the
  * number of pending sends (and of messages a transport must queue) bounded,
  * the blocks are walked in rounds of at most RING_ROUND_SEGS segments per
- * block; a round is a complete pass over one slice of every block. Within a
+ * block (or fewer, to a bound in bytes the pass sets); a round is a
+ * complete pass over one slice of every block. Within a
  * round the sends of step s-2 are reaped before step s is processed, so at
  * most three steps' sends are pending. Receives run at most one step ahead
  * of the step being processed. */
@@ -196,6 +197,11 @@ static void ring_sizes(ring_t *R, const coll_algo_ctx_t *ctx,
   R->seg = seg;
   R->round_elems =
       seg <= max_block / RING_ROUND_SEGS ? seg * RING_ROUND_SEGS : max_block;
+  if (R->p->round_bytes > 0) {
+    size_t segs = R->p->round_bytes / (seg * R->p->esz);
+    if (segs == 0) segs = 1;
+    if (segs * seg < R->round_elems) R->round_elems = segs * seg;
+  }
 }
 
 coll_status_t coll__ring_run(const coll_algo_ctx_t *ctx,

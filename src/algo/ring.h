@@ -32,7 +32,16 @@ typedef struct coll_ring_pass {
   /* The block of position c lies where block blocks[c] of the even split
    * does (a layout by comm rank walked in host order); NULL: block c. */
   const int *blocks;
+  /* 0: a round covers RING_ROUND_SEGS segments of each block (ring.c);
+   * else at most this many bytes of each block, in whole segments (one at
+   * least), so that no more raw data than this runs ahead of the reduced
+   * data (the two-rank allreduce, allreduce_ring.c). */
+  size_t round_bytes;
 } coll_ring_pass_t;
+
+/* Raw data the two-rank allreduce lets run ahead of the reduced stream
+ * (allreduce_pair.c has the measurements). */
+#define COLL_RING_PAIR_LEAD_BYTES ((size_t)512 << 10)
 
 /* Runs the pass with the context's transport, deadline and scratch, under
  * the algo.h failure rules. world 1 and empty blocks send nothing. */

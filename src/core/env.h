@@ -75,12 +75,15 @@ typedef enum coll_knob_kind {
 #define COLL_WORDS_DEBUG(W) \
   W(DEBUG, NONE, "none")    \
   W(DEBUG, WARN, "warn") W(DEBUG, INFO, "info") W(DEBUG, TRACE, "trace")
-/* Allreduce algorithms by the name of their row (src/cpu/allreduce.c). */
-#define COLL_WORDS_ALGO(W) \
-  W(ALGO, AUTO, "auto")    \
-  W(ALGO, RING, "ring")    \
-  W(ALGO, RD, "rd")        \
-  W(ALGO, RH, "rh") W(ALGO, TWO_LEVEL, "twolevel") W(ALGO, SHM, "shm")
+/* Algorithms by the name of their rows in the CPU collectives' tables
+ * (src/cpu/choose.h). */
+#define COLL_WORDS_ALGO(W)       \
+  W(ALGO, AUTO, "auto")          \
+  W(ALGO, RING, "ring")          \
+  W(ALGO, RD, "rd")              \
+  W(ALGO, RH, "rh")              \
+  W(ALGO, TWO_LEVEL, "twolevel") \
+  W(ALGO, SHM, "shm") W(ALGO, TREE, "tree") W(ALGO, CHAIN, "chain")
 #define COLL_WORDS_SWITCH(W) \
   W(SWITCH, AUTO, "auto") W(SWITCH, OFF, "0") W(SWITCH, ON, "1")
 #define COLL_WORDS_SIMD(W) \
@@ -177,11 +180,11 @@ typedef enum coll_knob_kind {
       "refuses to make NCCL comms while it is 1")                              \
   X(ALGO, "COLL_ALGO", COLL_KNOB_CHOICE, 0, 0, COLL_WORDS_ALGO,                \
     COLL_ALGO_AUTO, 1,                                                         \
-    "allreduce algorithm: auto (default: by size, ranks and transport), "      \
-    "ring, rd (recursive doubling), rh (recursive halving, then doubling), "   \
-    "twolevel "                                                                \
-    "(within hosts, then across), shm (through shared memory, where the "      \
-    "transport has it)")                                                       \
+    "CPU comms' algorithm, in every collective that has it: auto (default: "   \
+    "by size, ranks and transport), ring, rd (recursive doubling), rh "        \
+    "(recursive halving, then doubling), twolevel (within hosts, then "        \
+    "across), shm (through shared memory, where the transport has it), tree "  \
+    "(broadcast, reduce), chain (broadcast)")                                  \
   X(RING_THRESHOLD, "COLL_RING_THRESHOLD", COLL_KNOB_INT, 0, COLL_I64_MAX,     \
     COLL_WORDS_NONE, -1, 1,                                                    \
     "bytes from which auto picks the ring (or two-level) over recursive "      \

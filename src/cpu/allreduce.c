@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* allreduce.c: allreduce on host memory: single, batched and premul-sum,
- * with the numerics around the algorithm, which comes from a table: one
- * row per algorithm (the word of COLL_ALGO that names it, where it can run,
- * the sizes auto gives it) and one chooser (coll__cpu_choose). */
+ * with the numerics around the algorithm, which comes from this file's
+ * table of rows (choose.h: the word of COLL_ALGO that names it, where it
+ * can run, the sizes auto gives it, whether it carries the check). */
 #include <string.h>
 
-#include "algo/agree.h"
 #include "cpu/host.h"
 #include "reduce/reduce.h"
 
@@ -20,17 +19,14 @@ typedef coll_status_t (*ar_in_place_t)(const coll_algo_ctx_t *ctx, void *buf,
                                        size_t count, coll_dtype_t dt,
                                        coll_op_t op);
 
-/* An algorithm that works in place and carries no check: the check alone
- * first, then src into dst, then the algorithm. */
+/* An algorithm that works in place (and carries no check: coll__cpu_pick
+ * ran it): src into dst, then the algorithm. */
 static coll_status_t in_place(ar_in_place_t fn, const coll_algo_ctx_t *ctx,
                               const void *src, void *dst, size_t count,
                               coll_dtype_t dt, coll_op_t op) {
-  coll_algo_ctx_t c = *ctx;
-  COLL_CHECK(coll__check_alone(ctx));
-  c.check = NULL;
   if (count == 0) return COLL_OK;
   if (src != dst) memcpy(dst, src, count * coll_dtype_size(dt));
-  return fn(&c, dst, count, dt, op);
+  return fn(ctx, dst, count, dt, op);
 }
 
 static coll_status_t ring(const coll_algo_ctx_t *ctx, const void *src,
@@ -86,24 +82,27 @@ static int ring_fits(const coll_cpu_t *cpu, size_t bytes) {
   return bytes >= cpu->tune.ring_threshold;
 }
 
-/* Auto's order: shared memory wherever the transport has it (its rounds
- * carry the check), the two-level allreduce across hosts, halving-doubling
- * where the links call for it, the ring from its threshold, recursive
- * doubling below (the last row: it runs everywhere). Recursive doubling,
- * halving-doubling and the shared-memory allreduce carry the descriptor
- * check in their own first messages; the others get it from in_place. */
+/* Auto's order: shared memory wherever the transport has it, the
+ * two-level allreduce across hosts, halving-doubling where the links call
+ * for it, the ring from its threshold, recursive doubling below (the last
+ * row: it runs everywhere). Recursive doubling, halving-doubling and the
+ * shared-memory allreduce carry the descriptor check in their own first
+ * messages or round; the others get it alone first (coll__cpu_pick). */
 typedef struct ar_algo {
   coll_cpu_row_t row;
   ar_run_t run;
 } ar_algo_t;
 
 static const ar_algo_t k_algos[] = {
-    {{COLL_ALGO_SHM, coll__cpu_shared, shm_fits}, coll__allreduce_shm},
-    {{COLL_ALGO_TWO_LEVEL, NULL, two_level_fits}, two_level},
-    {{COLL_ALGO_RH, NULL, rh_fits}, coll__allreduce_rh},
-    {{COLL_ALGO_RING, NULL, ring_fits}, ring},
-    {{COLL_ALGO_RD, NULL, NULL}, coll__allreduce_rd},
+    {{COLL_ALGO_SHM, coll__cpu_shared, shm_fits, 1}, coll__allreduce_shm},
+    {{COLL_ALGO_TWO_LEVEL, NULL, two_level_fits, 0}, two_level},
+    {{COLL_ALGO_RH, NULL, rh_fits, 1}, coll__allreduce_rh},
+    {{COLL_ALGO_RING, NULL, ring_fits, 0}, ring},
+    {{COLL_ALGO_RD, NULL, NULL, 1}, coll__allreduce_rd},
 };
+
+const coll_cpu_table_t coll__cpu_allreduce_algos =
+    COLL_CPU_TABLE("allreduce", k_algos);
 
 /* Allreduce of count elements of dt from src to dst (may be src) with the
  * numerics of DESIGN 3.5: 8-bit SUM/AVG widened, AVG scaled or divided once
@@ -114,13 +113,12 @@ static coll_status_t reduce_one(coll_cpu_t *cpu, const coll_desc_t *d,
                                 coll_dtype_t dt, coll_op_t op) {
   coll_dtype_t wdt = coll__cpu_work_dtype(dt, op);
   coll_op_t aop = op == COLL_AVG ? COLL_SUM : op;
-  size_t bytes = count * coll_dtype_size(wdt);
+  size_t bytes = count * coll_dtype_size(wdt), row;
   void *out = dst;
   coll_algo_ctx_t ctx;
-  if (d != NULL)
-    coll__cpu_ctx_checked(cpu, &ctx, d);
-  else
-    coll__cpu_ctx(cpu, &ctx);
+  COLL_CHECK(
+      coll__cpu_pick(cpu, &coll__cpu_allreduce_algos, bytes, d, &ctx, &row));
+  /* A carrier meets the other ranks' check even with nothing to reduce. */
   if (count == 0 && ctx.check == NULL) return COLL_OK;
   if (wdt != dt && count > 0) {
     out = coll__scratch_get(&cpu->work, bytes);
@@ -128,8 +126,7 @@ static coll_status_t reduce_one(coll_cpu_t *cpu, const coll_desc_t *d,
     coll__widen_8bit(dt, out, src, count);
     src = out;
   }
-  COLL_CHECK(k_algos[COLL_CPU_CHOOSE(cpu, k_algos, bytes)].run(
-      &ctx, src, out, count, wdt, aop));
+  COLL_CHECK(k_algos[row].run(&ctx, src, out, count, wdt, aop));
   if (count > 0) coll__cpu_finish(cpu, dst, out, count, dt, op);
   return COLL_OK;
 }

@@ -75,44 +75,18 @@ coll_status_t coll__cpu_tune(coll_cpu_t *cpu);
  * (algo/topo.h). */
 void coll__cpu_ctx(coll_cpu_t *cpu, coll_algo_ctx_t *ctx);
 /* A context for one collective that checks descriptor d (kept by the
- * caller until the collective ends) where the comm checks: the
- * algorithm carries the check, or the caller runs coll__check_alone before
- * one that does not. */
+ * caller until the collective ends) where the comm checks: an algorithm
+ * that carries the check gets it in ctx->check (the tables' rows get it
+ * through coll__cpu_pick, choose.h). */
 void coll__cpu_ctx_checked(coll_cpu_t *cpu, coll_algo_ctx_t *ctx,
                            const coll_desc_t *d);
 /* The check of descriptor d alone, as a step of its own, where the comm
  * checks (a context of its own: one sequence number, as a carrier
- * takes). */
+ * takes): for a batch, checked once before its allreduces. */
 coll_status_t coll__cpu_check_alone(coll_cpu_t *cpu, const coll_desc_t *d);
 
-/* An algorithm as a row of its collective's table. COLL_ALGO=auto takes
- * the first row that can run on the comm and fits the size; another word
- * takes the row it names where that can run, else the table's last row,
- * the one that runs everywhere. A table is an array of structs whose
- * member `row` is this, with the algorithm's entry point beside it. */
-typedef struct coll_cpu_row {
-  int word; /* COLL_ALGO's word that names it (core/env.h); -1: none */
-  int (*can)(const coll_cpu_t *cpu);                /* NULL: every comm */
-  int (*fits)(const coll_cpu_t *cpu, size_t bytes); /* NULL: every size */
-} coll_cpu_row_t;
-/* The index of the row to run for `bytes` (the collective's largest
- * buffer, in the work dtype) among n rows, the first at `first` and each
- * `stride` bytes after the one before. */
-size_t coll__cpu_choose(const coll_cpu_t *cpu, const coll_cpu_row_t *first,
-                        size_t stride, size_t n, size_t bytes);
-#define COLL_CPU_CHOOSE(cpu, table, bytes)                     \
-  coll__cpu_choose((cpu), &(table)[0].row, sizeof((table)[0]), \
-                   sizeof(table) / sizeof((table)[0]), (bytes))
-/* Rows' `can` for the collectives designed for the transport's shared
- * memory: it has some, and there are peers to share it with. */
-int coll__cpu_shared(const coll_cpu_t *cpu);
 /* Work dtype of (dt, op): I32 for 8-bit SUM/AVG, else dt. */
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op);
-/* Rows' `fits` for broadcast and allgather through the transport's
- * shared memory (algo/broadcast_shm.c and the like): `bytes` is below its
- * others_below; for reduce-scatter, below reduce_scatter_below. */
-int coll__cpu_shm_others_fit(const coll_cpu_t *cpu, size_t bytes);
-int coll__cpu_shm_reduce_scatter_fits(const coll_cpu_t *cpu, size_t bytes);
 /* Turns a sum in the work dtype into the user's result: narrow, scale. */
 void coll__cpu_finish(coll_cpu_t *cpu, void *dst, const void *src, size_t count,
                       coll_dtype_t dt, coll_op_t op);

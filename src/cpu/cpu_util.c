@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_util.c: what every part of the CPU backend shares: the algorithm
  * context for a collective (with the descriptor check it carries), the
- * chooser of the algorithm tables, the numerics around an algorithm (work
- * dtype, finishing), and the comm's sticky failure.
+ * numerics around an algorithm (work dtype, finishing), and the comm's
+ * sticky failure.
  * Below the per-collective paths and the dispatcher, calling neither. */
 #include <string.h>
 
@@ -39,51 +39,6 @@ coll_status_t coll__cpu_check_alone(coll_cpu_t *cpu, const coll_desc_t *d) {
   if (!cpu->tune.check_mismatch || cpu->comm->world == 1) return COLL_OK;
   coll__cpu_ctx_checked(cpu, &ctx, d);
   return coll__check_alone(&ctx);
-}
-
-size_t coll__cpu_choose(const coll_cpu_t *cpu, const coll_cpu_row_t *first,
-                        size_t stride, size_t n, size_t bytes) {
-  size_t i;
-#define ROW(i) ((const coll_cpu_row_t *)((const char *)first + (i)*stride))
-  for (i = 0; i < n; i++) {
-    const coll_cpu_row_t *r = ROW(i);
-    int can = r->can == NULL || r->can(cpu);
-    if (cpu->tune.algo == COLL_ALGO_AUTO) {
-      if (can && (r->fits == NULL || r->fits(cpu, bytes))) return i;
-    } else if (r->word == cpu->tune.algo && can) {
-      return i;
-    }
-  }
-#undef ROW
-  return n - 1;
-}
-
-int coll__cpu_shared(const coll_cpu_t *cpu) {
-  return cpu->tune.shared && cpu->comm->world > 1;
-}
-
-/* Measured with coll-perf (-c 0, medians of 3 interleaved runs, processes
- * over COLL_TRANSPORT=shm, COLL_ALGO=auto against ring) on the 2-vCPU VM
- * while two builds ran: indicative only. Time per call in us, shared
- * rounds / messages:
- *
- *   ranks  collective      4K          64K         1M          16M
- *   2      broadcast       8.6/13.4    21.6/11.9   111/141     2416/2619
- *   2      allgather       27.7/27.4   19.1/57.3   106/336     1982/3905
- *   2      reduce-scatter  6.7/7.1     6.7/20.3    94.6/296    1806/5742
- *   4      broadcast       91.6/77.7   45.8/78.7   241/367     4713/6365
- *   4      allgather       73.2/109    45.0/99.9   204/463     4202/5216
- *   4      reduce-scatter  84.7/68.9   76.0/112    641/525     10540/8981
- *
- * The shared rounds lead at most sizes, and where they trail the runs
- * differed by more than the gap; measure again on a quiet machine before
- * adding a threshold. */
-int coll__cpu_shm_others_fit(const coll_cpu_t *cpu, size_t bytes) {
-  return bytes < cpu->tune.shm_others_below;
-}
-
-int coll__cpu_shm_reduce_scatter_fits(const coll_cpu_t *cpu, size_t bytes) {
-  return bytes < cpu->tune.shm_reduce_scatter_below;
 }
 
 coll_dtype_t coll__cpu_work_dtype(coll_dtype_t dt, coll_op_t op) {

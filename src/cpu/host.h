@@ -6,7 +6,7 @@
 #ifndef COLL_CPU_HOST_H
 #define COLL_CPU_HOST_H
 
-#include "cpu/cpu.h"
+#include "cpu/choose.h"
 
 coll_status_t coll__cpu_allreduce(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w);

@@ -50,8 +50,9 @@ const char *at_tp_name(at_tp_t tp) {
 
 const char *at_kind_name(at_kind_t k) {
   static const char *const names[] = {
-      "ring allreduce", "rd allreduce", "rh allreduce", "reduce-scatter",
-      "allgather",      "broadcast",    "reduce",       "barrier"};
+      "ring allreduce", "rd allreduce", "rh allreduce",
+      "reduce-scatter", "allgather",    "broadcast",
+      "reduce",         "barrier",      "bounded ring allreduce"};
   return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
@@ -333,6 +334,8 @@ static size_t check_pattern(const unsigned char *p, int block, uint64_t salt,
   return bad;
 }
 
+#define AT_TREE_BELOW (64u * 1024u)
+
 coll_status_t at_call(const at_case_t *c, const coll_algo_ctx_t *ctx,
                       void *buf) {
   size_t es = coll_dtype_size(c->dt);
@@ -341,14 +344,22 @@ coll_status_t at_call(const at_case_t *c, const coll_algo_ctx_t *ctx,
       return coll__allreduce_ring(ctx, buf, c->count, c->dt, c->op);
     case AT_AR_RD:
       return coll__allreduce_rd(ctx, buf, buf, c->count, c->dt, c->op);
+    case AT_AR_RING_BOUNDED:
+      return coll__allreduce_ring_bounded(ctx, buf, c->count, c->dt, c->op);
     case AT_AR_RH:
       return coll__allreduce_rh(ctx, buf, buf, c->count, c->dt, c->op);
     case AT_RS:
       return coll__reduce_scatter_ring(ctx, buf, c->count, c->dt, c->op);
     case AT_AG: return coll__allgather_ring(ctx, buf, c->count * es);
-    case AT_BCAST: return coll__broadcast(ctx, buf, c->count * es, c->root);
+    /* Both ways of each, split where auto splits them (cpu/rooted.c). */
+    case AT_BCAST:
+      return c->count * es < AT_TREE_BELOW
+                 ? coll__broadcast_tree(ctx, buf, c->count * es, c->root)
+                 : coll__broadcast_chain(ctx, buf, c->count * es, c->root);
     case AT_REDUCE:
-      return coll__reduce(ctx, buf, c->count, c->dt, c->op, c->root);
+      return c->count * es < AT_TREE_BELOW
+                 ? coll__reduce_tree(ctx, buf, c->count, c->dt, c->op, c->root)
+                 : coll__reduce_ring(ctx, buf, c->count, c->dt, c->op, c->root);
     case AT_BARRIER: return coll__barrier(ctx);
   }
   return COLL_ERR_INTERNAL;
@@ -393,6 +404,7 @@ static void run_case(at_world_t *w, int rank, const at_case_t *c, size_t ci,
     case AT_AR_RING:
     case AT_AR_RD:
     case AT_AR_RH:
+    case AT_AR_RING_BOUNDED:
       if (rank == 0)
         o->nbad = check(c, n, salt, buf, 0, c->count, &o->first_bad);
       o->hash = at_hash(buf, blk);
@@ -462,8 +474,8 @@ void at_run_cases(at_world_t *w, const at_case_t *cases, size_t ncases,
 }
 
 static int same_bits_everywhere(at_kind_t k) {
-  return k == AT_AR_RING || k == AT_AR_RD || k == AT_AR_RH || k == AT_AG ||
-         k == AT_BCAST;
+  return k == AT_AR_RING || k == AT_AR_RING_BOUNDED || k == AT_AR_RD ||
+         k == AT_AR_RH || k == AT_AG || k == AT_BCAST;
 }
 
 size_t at_report(const at_world_t *w, const at_case_t *cases, size_t ncases,

@@ -62,7 +62,8 @@ typedef enum at_kind {
   AT_AG,
   AT_BCAST,
   AT_REDUCE,
-  AT_BARRIER
+  AT_BARRIER,
+  AT_AR_RING_BOUNDED /* the ring with rounds bounded in bytes */
 } at_kind_t;
 
 const char *at_kind_name(at_kind_t k);

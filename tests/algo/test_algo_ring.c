@@ -238,6 +238,32 @@ static void test_ring_pair_weave(void **state) {
   assert_int_equal(failed, 0);
 }
 
+/* The ring with rounds bounded in bytes (what two ranks run in a build
+ * without the weave): at 256 KiB segments a round is two segments of
+ * each block, so these counts take many rounds, a short last one, and
+ * halves whose segments differ in number; worlds of 2 and 3, over every
+ * transport, against the serial results. */
+static void test_ring_bounded_rounds(void **state) {
+  enum { SEG = 256 << 10, E = SEG / 4 };
+  static const at_case_t cases[] = {
+      {AT_AR_RING_BOUNDED, 8 * E + 1, COLL_F32, COLL_SUM, SEG, 0, 1, 0},
+      {AT_AR_RING_BOUNDED, 40 * E + 3, COLL_F16, COLL_SUM, SEG, 0, 1, 0},
+      {AT_AR_RING_BOUNDED, 6 * E - 1, COLL_BF16, COLL_MIN, SEG, 0, 0, 0},
+      {AT_AR_RING_BOUNDED, 3 * E, COLL_F64, COLL_SUM, SEG, 0, 1, 0},
+      {AT_AR_RING_BOUNDED, 1, COLL_F32, COLL_SUM, SEG, 0, 0, 0},
+      {AT_AR_RING_BOUNDED, 2 * E + 1, COLL_I64, COLL_PROD, 1 << 20, 0, 0, 0},
+  };
+  size_t failed = 0;
+  int tp, n;
+  (void)state;
+  for (tp = 0; tp < AT_NTP; tp++)
+    for (n = 2; n <= 3; n++)
+      if (at_world_wanted((at_tp_t)tp, n))
+        failed +=
+            at_run_world((at_tp_t)tp, n, cases, sizeof cases / sizeof cases[0]);
+  assert_int_equal(failed, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_allreduce_ring),
@@ -247,6 +273,7 @@ int main(void) {
       cmocka_unit_test(test_allgather_ring),
       cmocka_unit_test(test_ring_segments_grow),
       cmocka_unit_test(test_ring_pair_weave),
+      cmocka_unit_test(test_ring_bounded_rounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

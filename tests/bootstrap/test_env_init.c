@@ -122,16 +122,16 @@ static void test_knob_errors(void **state) {
   assert_int_equal(coll_tcp_create(&cfg, &t[0]), COLL_ERR_INVALID_ARG);
   assert_non_null(strstr(coll_last_error(), "COLL_TIMEOUT_MS='2s'"));
   setenv("COLL_TIMEOUT_MS", "2000", 1);
-  setenv("COLL_ALGO", "tree", 1);
+  setenv("COLL_ALGO", "bcube", 1);
   t0 = test_now_ms();
   expect_fail(COLL_ERR_INVALID_ARG,
-              "COLL_ALGO='tree' is not one of auto, ring, rd, rh, twolevel, "
-              "shm");
+              "COLL_ALGO='bcube' is not one of auto, ring, rd, rh, twolevel, "
+              "shm, tree, chain");
   assert_true(test_now_ms() - t0 < 1000);
   c = (coll_comm_t *)0x1;
   assert_int_equal(coll_inproc_create(1, t), COLL_OK);
   assert_int_equal(coll_comm_create(t[0], NULL, &c), COLL_ERR_INVALID_ARG);
-  assert_non_null(strstr(coll_last_error(), "COLL_ALGO='tree'"));
+  assert_non_null(strstr(coll_last_error(), "COLL_ALGO='bcube'"));
   assert_null(c);
   /* Known values, in any case, still work. */
   setenv("COLL_ALGO", "RING", 1);

@@ -25,7 +25,7 @@
 
 #include "boot_test.h"
 #include "coll.h"
-#include "cpu/cpu.h"
+#include "cpu/choose.h"
 #include "reduce/half.h"
 #include "reduce/reduce.h"
 #include "test_util.h"

@@ -28,7 +28,7 @@
 
 #include "boot_test.h"
 #include "coll.h"
-#include "cpu/cpu.h"
+#include "cpu/choose.h"
 #include "test_util.h"
 #include "transport/shm/shm.h"
 

@@ -35,7 +35,7 @@ static const row_t k_rows[] = {
     {"COLL_AUTH_TOKEN", NULL, "s3cret with spaces"},
     {"COLL_NCCL_LIBRARY", NULL, "/nonexistent/libnccl.so.2"},
     {"COLL_NCCL_SHRINKABLE", "yes", "1"},
-    {"COLL_ALGO", "tree", "Ring"},
+    {"COLL_ALGO", "bcube", "Ring"},
     {"COLL_RING_THRESHOLD", "-1", "0"},
     {"COLL_LINK_PROBE", "sometimes", "0"},
     {"COLL_SEGMENT_BYTES", "32", "4096"},
@@ -204,7 +204,7 @@ static void test_accessors(void **state) {
   assert_int_equal(coll__knob(COLL_ENV_ALGO), COLL_ALGO_RD);
   assert_string_equal(coll__knob_word(COLL_ENV_ALGO), "rd");
   assert_int_equal(coll__knob_set(COLL_ENV_ALGO), 1);
-  setenv("COLL_ALGO", "tree", 1);
+  setenv("COLL_ALGO", "bcube", 1);
   coll__err_clear();
   assert_int_equal(coll__knob(COLL_ENV_ALGO), COLL_ALGO_AUTO); /* default */
   assert_int_equal(coll__knob_set(COLL_ENV_ALGO), 0);
