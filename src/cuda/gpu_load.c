@@ -57,6 +57,7 @@ static const entry_t cuda_entries[] = {
     {"cudaGetDeviceCount", SLOT(cuda_get_device_count), 0},
     {"cudaGetDevice", SLOT(cuda_get_device), 0},
     {"cudaSetDevice", SLOT(cuda_set_device), 0},
+    {"cudaDeviceGetPCIBusId", SLOT(cuda_device_get_pci_bus_id), 0},
     {"cudaGetErrorString", SLOT(cuda_get_error_string), 0},
     {"cudaGetLastError", SLOT(cuda_get_last_error), 0},
     {"cudaStreamCreate", SLOT(cuda_stream_create), 0},

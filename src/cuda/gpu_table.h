@@ -40,6 +40,10 @@ typedef struct coll_nccl_table {
   cudaError_t (*cuda_get_device_count)(int *count);
   cudaError_t (*cuda_get_device)(int *dev);
   cudaError_t (*cuda_set_device)(int dev);
+  /* "0000:3b:00.0": what tells one GPU of a host from another whatever
+   * CUDA_VISIBLE_DEVICES numbers it (NCCL's duplicate-GPU check compares
+   * the same, init.cc:903-907). */
+  cudaError_t (*cuda_device_get_pci_bus_id)(char *id, int len, int dev);
   const char *(*cuda_get_error_string)(cudaError_t e);
   cudaError_t (*cuda_get_last_error)(void);
   cudaError_t (*cuda_stream_create)(cudaStream_t *s);

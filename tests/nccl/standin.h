@@ -47,6 +47,13 @@ void standin_install(const standin_config_t *cfg);
 /* Uninstalls it and frees what it kept (comms, streams, memory). */
 void standin_uninstall(void);
 
+/* This thread sees device dev at PCI bus id `id` (NULL: the default,
+ * "0000:<0x18 + 8 dev>:00.0"), until the next install: a rank whose
+ * CUDA_VISIBLE_DEVICES names one GPU of its own calls that GPU device 0,
+ * and its bus id tells it apart from the others' device 0. NCCL's
+ * duplicate-GPU check at init compares these. */
+void standin_bus_id(int dev, const char *id);
+
 /* "Device" memory on device dev: host memory the stand-in reports as
  * cudaMemoryTypeDevice. */
 void *standin_dev_alloc(int dev, size_t bytes);

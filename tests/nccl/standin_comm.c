@@ -71,11 +71,13 @@ void si_leave(struct ncclComm *c) {
   uv_mutex_unlock(&si.mu);
 }
 
-static struct ncclComm *comm_new(si_clique_t *q, int rank, int dev) {
+static struct ncclComm *comm_new(si_clique_t *q, int rank, int dev,
+                                 const char *bus) {
   struct ncclComm *c = calloc(1, sizeof *c);
   c->q = q;
   c->rank = rank;
   c->dev = dev;
+  snprintf(c->bus, sizeof c->bus, "%s", bus);
   c->next_all = si.comms;
   si.comms = c;
   q->comms[rank] = c;
@@ -95,17 +97,19 @@ static si_clique_t *clique_new(const char *id, int world) {
 
 /* Runs once the last rank joined: NCCL refuses two ranks of one comm on
  * one GPU ("Duplicate GPU detected", init.cc:903-907), every rank seeing
- * it. */
+ * it. Like NCCL it compares PCI bus ids, not device numbers: ranks that
+ * each see only their own GPU all call it device 0. The stand-in's ranks
+ * are one host. */
 static void clique_init_done(si_clique_t *q) {
   int r, k;
   ncclResult_t res = ncclSuccess;
   for (r = 0; r < q->world && res == ncclSuccess; r++)
     for (k = 0; k < r; k++)
-      if (q->comms[k]->dev == q->comms[r]->dev) {
+      if (strcmp(q->comms[k]->bus, q->comms[r]->bus) == 0) {
         snprintf(si.last_error, sizeof si.last_error,
                  "Duplicate GPU detected : rank %d and rank %d both on CUDA "
-                 "device %d",
-                 k, r, q->comms[r]->dev);
+                 "device %s",
+                 k, r, q->comms[r]->bus);
         res = ncclInvalidUsage;
         break;
       }
@@ -117,7 +121,7 @@ static void clique_init_done(si_clique_t *q) {
 }
 
 ncclResult_t si_join(ncclComm_t *out, int nranks, const char *id, int rank,
-                     int dev, int nonblocking) {
+                     int dev, const char *bus, int nonblocking) {
   si_clique_t *q;
   struct ncclComm *c;
   if (nranks < 1 || nranks > SI_MAXR || rank < 0 || rank >= nranks)
@@ -126,7 +130,7 @@ ncclResult_t si_join(ncclComm_t *out, int nranks, const char *id, int rank,
     if (memcmp(q->id, id, sizeof q->id) == 0) break;
   if (q == NULL) q = clique_new(id, nranks);
   if (q->world != nranks || q->comms[rank] != NULL) return ncclInvalidUsage;
-  c = comm_new(q, rank, dev);
+  c = comm_new(q, rank, dev, bus);
   c->nonblocking = nonblocking;
   c->async_err = ncclInProgress;
   if (q->joined == q->world) clique_init_done(q);
@@ -173,7 +177,8 @@ static ncclResult_t comm_init_rank_config(ncclComm_t *out, int nranks,
     uv_mutex_unlock(&si.mu);
     return si.fail_init;
   }
-  r = si_join(out, nranks, id.internal, rank, si_cur_dev, nonblocking);
+  r = si_join(out, nranks, id.internal, rank, si_cur_dev, si_bus_id(si_cur_dev),
+              nonblocking);
   if (r == ncclSuccess && si_group_depth > 0) {
     si_group_inits[si_group_ninit++] = *out;
   } else if (r == ncclSuccess && nonblocking) {

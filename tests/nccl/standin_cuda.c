@@ -26,6 +26,10 @@ static uv_once_t si_once = UV_ONCE_INIT;
 /* This thread's cudaStreamPerThread, per device (made on first use). */
 static _Thread_local struct CUstream_st *per_thread[SI_MAXDEV];
 static _Thread_local unsigned per_thread_gen; /* of si.generation */
+/* standin_bus_id: this thread's view of the devices' PCI bus ids ("" is
+ * the default), valid while bus_gen is si.generation. */
+static _Thread_local char bus_ids[SI_MAXDEV][SI_BUS_ID_MAX];
+static _Thread_local unsigned bus_gen;
 
 static void si_init(void) {
   uv_mutex_init(&si.mu);
@@ -207,6 +211,39 @@ static CUresult ctx_set_current(CUcontext ctx) {
   else
     si_cur_dev = si_cur_ctx - 1;
   return CUDA_SUCCESS;
+}
+
+const char *si_bus_id(int dev) {
+  static const char none[] = "";
+  if (dev < 0 || dev >= SI_MAXDEV) return none;
+  if (bus_gen != si.generation) {
+    memset(bus_ids, 0, sizeof bus_ids);
+    bus_gen = si.generation;
+  }
+  /* Device d of a machine that shows every GPU: bus 0x18 + 8 d, as on a
+   * board of eight. */
+  if (bus_ids[dev][0] == '\0')
+    snprintf(bus_ids[dev], sizeof bus_ids[dev], "0000:%02x:00.0",
+             0x18 + 8 * dev);
+  return bus_ids[dev];
+}
+
+void standin_bus_id(int dev, const char *id) {
+  if (dev < 0 || dev >= SI_MAXDEV) return;
+  (void)si_bus_id(dev); /* the table of this install */
+  if (id == NULL)
+    bus_ids[dev][0] = '\0';
+  else
+    snprintf(bus_ids[dev], sizeof bus_ids[dev], "%s", id);
+}
+
+/* As the runtime: "0000:3b:00.0", at most len bytes with the NUL. */
+static cudaError_t device_get_pci_bus_id(char *id, int len, int dev) {
+  NO_DRIVER();
+  if (dev < 0 || dev >= si.cfg.ndev) return cudaErrorInvalidDevice;
+  if (id == NULL || len <= 0) return cudaErrorInvalidValue;
+  snprintf(id, (size_t)len, "%s", si_bus_id(dev));
+  return cudaSuccess;
 }
 
 static cudaError_t runtime_version(int *v) {
@@ -485,6 +522,7 @@ void si_cuda_fill(coll_nccl_table_t *t) {
   t->cuda_get_device_count = get_device_count;
   t->cuda_get_device = get_device;
   t->cuda_set_device = set_device;
+  t->cuda_device_get_pci_bus_id = device_get_pci_bus_id;
   t->cuda_get_error_string = error_string;
   t->cuda_get_last_error = get_last_error;
   t->cuda_stream_create = stream_create;

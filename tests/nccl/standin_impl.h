@@ -13,6 +13,7 @@
 
 #define SI_MAXR 16   /* ranks per clique */
 #define SI_MAXDEV 16 /* devices */
+#define SI_BUS_ID_MAX 32
 
 enum { SI_OP_COPY, SI_OP_EVENT, SI_OP_COLL, SI_OP_WAIT, SI_OP_HOLD };
 
@@ -162,6 +163,7 @@ typedef struct si_job {
 struct ncclComm {
   si_clique_t *q;
   int rank, dev;
+  char bus[SI_BUS_ID_MAX]; /* its device's PCI bus id, as the rank saw it */
   int freed;      /* aborted or destroyed: NCCL must not see it again */
   int abort_flag; /* abort, revoke or NCCL_SHRINK_ABORT: its kernels exit */
   int destroy_flag;
@@ -237,7 +239,9 @@ void si_reclaim_abort(struct ncclComm *c);
 /* Comm lifecycle pieces that split and shrink reuse (standin_comm.c):
  * joining a clique by id, and a blocking comm's wait for its peers. */
 ncclResult_t si_join(ncclComm_t *out, int nranks, const char *id, int rank,
-                     int dev, int nonblocking);
+                     int dev, const char *bus, int nonblocking);
+/* The PCI bus id of device dev as this thread sees it (standin_bus_id). */
+const char *si_bus_id(int dev);
 ncclResult_t si_wait_init(struct ncclComm *c);
 /* The config's blocking, overridden by NCCL_COMM_BLOCKING=0/1 as NCCL does
  * (init.cc:1647-1649). */

@@ -128,7 +128,7 @@ static void child_run(void *p) {
   }
   if (r == ncclSuccess)
     r = si_join(&child, job->world, job->id, job->rank, parent->dev,
-                job->nonblocking);
+                parent->bus, job->nonblocking);
   if (r == ncclSuccess && job->nexcl >= 0 && !child->q->shrunk) {
     child->q->shrunk = 1;
     child->q->nexcl = job->nexcl;
