@@ -119,7 +119,8 @@ static coll_status_t nccl_init(const env_job_t *j,
                         j->master_port,
                         coll__knob_text(COLL_ENV_AUTH_TOKEN),
                         coll__deadline(coll__config_timeout_ms(cfg)),
-                        NULL /* NCCL: no transport to choose */};
+                        NULL /* NCCL: no transport to choose */,
+                        NULL /* nor a GPU to compare: NCCL's check decides */};
   COLL_CHECK(coll__rdv_open(&rc, &r));
   left = coll__remaining_ms(rc.deadline_ms);
   /* 0 would read as "the default" there; a spent budget is 1 ms. */

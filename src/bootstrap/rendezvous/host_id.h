@@ -13,7 +13,8 @@
 #include "core/env.h"
 
 #define COLL_HOST_ID_MAX 128
-#define COLL_HOST_INFO_MAX (COLL_HOST_ID_MAX + 8)
+/* "<mode> <host id> <gpu>": gpu_verdict.h's COLL_GPU_ID_MAX fits. */
+#define COLL_HOST_INFO_MAX (COLL_HOST_ID_MAX + 48)
 
 /* host_id.c --------------------------------------------------------------- */
 
@@ -62,9 +63,13 @@ typedef int coll_transport_mode_t;
 coll_status_t coll__transport_mode(coll_transport_mode_t *out);
 
 /* What this rank publishes at rendezvous ("host/<rank>", written before it
- * joins): its mode and host identity. */
+ * joins): its mode and host identity, "<mode> <host id>". The rendezvous
+ * may append " <gpu>" (coll_rdv_cfg_t.gpu). */
 void coll__transport_host_info(coll_transport_mode_t mode, int rank,
                                char out[COLL_HOST_INFO_MAX]);
+/* Splits a published "<mode> <host id>[ <gpu>]" in place: *host and *gpu
+ * ("" when absent) point into v. Returns the mode (0 when unreadable). */
+int coll__host_info_split(char *v, char **host, char **gpu);
 
 /* Reads every rank's host info (published before it joined, so this waits
  * only on a rank that skipped it, until the absolute deadline): *use_shm is

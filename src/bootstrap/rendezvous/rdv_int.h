@@ -6,6 +6,7 @@
 #ifndef COLL_BOOTSTRAP_RDV_INT_H
 #define COLL_BOOTSTRAP_RDV_INT_H
 
+#include "bootstrap/rendezvous/gpu_verdict.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "bootstrap/rendezvous/setup_check.h"
 #include "core/setup_warn.h"
@@ -36,6 +37,8 @@ struct coll_rdv {
   coll_store_ops_t ops;             /* store, as setup_check.h wants it */
   int authed;                       /* the ranks share a token */
   coll_setup_warn_t warn;           /* when a wait says so next */
+  int gpu_named;                    /* this rank named a GPU (cfg->gpu) */
+  coll_gpus_t gpus;                 /* rank 0's verdict on the GPUs */
 };
 
 /* Keys "<prefix>/0" .. "<prefix>/<world-1>" in one allocation (free() it);
@@ -72,9 +75,10 @@ coll_status_t coll__rdv_wait_joined(coll_rdv_t *r);
  * WARNs at each warning time. */
 coll_status_t coll__rdv_wait_verdict(coll_rdv_t *r, char *v, size_t cap,
                                      size_t *len);
-/* The number of hosts among every rank's "host/<r>" (all there once every
- * rank joined). Keeps this thread's error text. */
-int coll__rdv_count_hosts(coll_rdv_t *r);
+/* rdv_survey.c: rank 0's one pass over every rank's "host/<r>" (all there
+ * once every rank joined). Returns the number of hosts, and where r named
+ * a GPU, judges the GPUs into r->gpus. Keeps this thread's error text. */
+int coll__rdv_survey(coll_rdv_t *r);
 /* Without a token, ranks on `hosts` > 1 hosts: WARNs what anyone who
  * reaches the store or a listener can do. */
 void coll__rdv_warn_open(const coll_rdv_t *r, int hosts);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/rendezvous/host_id.h"
 #include "bootstrap/rendezvous/rdv_int.h"
 #include "bootstrap/store/store_ext.h"
 #include "core/clock.h"
@@ -216,28 +215,6 @@ coll_status_t coll__rdv_wait_verdict(coll_rdv_t *r, char *v, size_t cap,
 }
 
 /* ---- a job across hosts without a token --------------------------------- */
-
-int coll__rdv_count_hosts(coll_rdv_t *r) {
-  char key[COLL_RDV_KEY_MAX], info[COLL_HOST_INFO_MAX], why[COLL_ERRMSG_MAX];
-  coll_host_table_t tab = {NULL, 0, 0};
-  int q, hosts = 0;
-  coll__err_save(why);
-  for (q = 0; q < r->world; q++) {
-    size_t len = 0;
-    const char *id;
-    snprintf(key, sizeof key, "host/%d", q);
-    if (coll__store_get(r->store, key, info, sizeof info - 1, &len, 0) !=
-        COLL_OK)
-      continue;
-    info[len < sizeof info ? len : sizeof info - 1] = '\0';
-    id = strchr(info, ' ');
-    if (coll__host_table_index(&tab, id != NULL ? id + 1 : info) < 0) break;
-  }
-  hosts = tab.n;
-  coll__host_table_free(&tab);
-  coll__err_restore(why);
-  return hosts;
-}
 
 void coll__rdv_warn_open(const coll_rdv_t *r, int hosts) {
   coll_store_caps_t caps;

@@ -4,14 +4,16 @@
  *               claimed the same rank)
  *   compat/<r>  rank r's versions and wire options (rdv_compat.c),
  *               written before it joins
- *   verdict     set by rank 0 only: "ok" once every joined/<r> exists and
- *               every compat/<r> matches rank 0's, or "FAIL <status>
- *               <reason>" naming the ranks still missing at its deadline
- *               or the incompatible ones, so every waiting rank fails with
- *               the same names
+ *   verdict     set by rank 0 only: "ok <world> <hosts>[ gpus <verdict>]"
+ *               once every joined/<r> exists and every compat/<r> matches
+ *               rank 0's (the GPU verdict where rank 0 named a GPU:
+ *               gpu_verdict.h), or "FAIL <status> <reason>" naming the
+ *               ranks still missing at its deadline or the incompatible
+ *               ones, so every waiting rank fails with the same names
  *   ack/<r>     rank r read a FAIL verdict (rank 0 lingers briefly for it)
- *   host/<r>    rank r's transport mode and host identity, written before
- *               it joins (transport_choice.c)
+ *   host/<r>    rank r's transport mode and host identity, and the GPU it
+ *               would run NCCL on if it names one, written before it joins
+ *               (transport_choice.c, rdv_survey.c)
  *   addr/<r>    rank r's transport address
  *   outcome/<r> rank r's setup outcome (rdv_outcome.c)
  *   done/<r>    rank r no longer needs the store; rank 0 stops it after
@@ -32,6 +34,8 @@
  * ranks that are present to read it. */
 #define RDV_LINGER_MS 2000
 #define RDV_KEY_MAX COLL_RDV_KEY_MAX
+/* Before the GPU verdict in rank 0's "ok" verdict. */
+#define RDV_GPUS " gpus "
 
 void coll__format_ranks(char *out, size_t cap, const int *ranks, int n) {
   size_t used = 0;
@@ -134,9 +138,18 @@ static coll_status_t judge(coll_rdv_t *r) {
     s = coll__setup_compat_check(&su, 0);
   }
   if (s == COLL_OK) {
-    int hosts = r->authed ? 0 : coll__rdv_count_hosts(r);
+    /* The hosts are counted only for the warning of a job without a
+     * token; the GPUs only where rank 0 named one (COLL_BACKEND=auto). */
+    int hosts = !r->authed || r->gpu_named ? coll__rdv_survey(r) : 0;
+    char gpus[COLL_GPU_ID_MAX + 48] = "";
     free(keys);
-    snprintf(verdict, sizeof verdict, "ok %d %d", r->world, hosts);
+    if (r->authed) hosts = 0;
+    if (r->gpu_named) {
+      memcpy(gpus, RDV_GPUS, sizeof RDV_GPUS);
+      coll__gpus_text(&r->gpus, gpus + strlen(gpus),
+                      sizeof gpus - strlen(gpus));
+    }
+    snprintf(verdict, sizeof verdict, "ok %d %d%s", r->world, hosts, gpus);
     s = coll__store_set(r->store, "verdict", verdict, strlen(verdict));
     if (s == COLL_OK) coll__rdv_warn_open(r, hosts);
     return s;
@@ -173,6 +186,14 @@ static coll_status_t hear_verdict(coll_rdv_t *r) {
   }
   v[len] = '\0';
   if (sscanf(v, "ok %d %d", &world, &hosts) == 2) {
+    const char *g = strstr(v, RDV_GPUS);
+    /* Without a GPU verdict rank 0 named none: it runs no NCCL. */
+    if (g == NULL || coll__gpus_parse(g + strlen(RDV_GPUS), &r->gpus) != 0) {
+      memset(&r->gpus, 0, sizeof r->gpus);
+      r->gpus.kind = COLL_GPUS_MISSING;
+      r->gpus.rank_a = 0;
+      r->gpus.rank_b = -1;
+    }
     /* A rank beyond rank 0's world is not waited for by anyone: it alone
      * learns here that it was given another world size. */
     if (world != r->world)
@@ -247,6 +268,9 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
            cfg->master_port);
   snprintf(r->at, sizeof r->at, "rendezvous at %s", r->where);
   r->authed = cfg->token != NULL && cfg->token[0] != '\0';
+  r->gpu_named = cfg->gpu != NULL && cfg->gpu[0] != '\0';
+  r->gpus.kind = COLL_GPUS_MISSING; /* until rank 0 says otherwise */
+  r->gpus.rank_b = -1;
   coll__setup_warn_init(&r->warn, coll__now_ms());
   if (r->rank == 0) COLL_CHECK_GOTO(serve(r, cfg), s, fail);
   COLL_CHECK_GOTO(coll__rdv_connect(r, cfg), s, fail);
@@ -258,14 +282,18 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
   {
     /* Every rank says which host it is on, also where no transport is
      * chosen from it (NCCL): rank 0 counts the hosts. */
-    char key[RDV_KEY_MAX], info[COLL_HOST_INFO_MAX];
-    const char *host = cfg->host_info;
-    if (host == NULL) {
+    char key[RDV_KEY_MAX], info[COLL_HOST_INFO_MAX], gpu[COLL_GPU_ID_MAX];
+    if (cfg->host_info != NULL)
+      snprintf(info, sizeof info, "%s", cfg->host_info);
+    else
       coll__transport_host_info(COLL_TRANSPORT_AUTO, r->rank, info);
-      host = info;
+    if (r->gpu_named) {
+      size_t used = strlen(info);
+      coll__gpu_word(cfg->gpu, gpu);
+      snprintf(info + used, sizeof info - used, " %s", gpu);
     }
     snprintf(key, sizeof key, "host/%d", r->rank);
-    COLL_CHECK_GOTO(coll__store_set(r->store, key, host, strlen(host)), s,
+    COLL_CHECK_GOTO(coll__store_set(r->store, key, info, strlen(info)), s,
                     fail);
   }
   COLL_CHECK_GOTO(join(r), s, fail);
@@ -279,6 +307,8 @@ fail:
 }
 
 coll_store_t *coll__rdv_store(coll_rdv_t *r) { return r->store; }
+
+void coll__rdv_gpus(const coll_rdv_t *r, coll_gpus_t *out) { *out = r->gpus; }
 
 void coll__rdv_abandon(coll_rdv_t *r) {
   if (r == NULL) return;

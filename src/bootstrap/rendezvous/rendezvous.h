@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "bootstrap/rendezvous/host_id.h"
 #include "bootstrap/store/store.h"
 #include "coll.h"
 
@@ -61,6 +62,11 @@ typedef struct coll_rdv_cfg {
   /* Published as "host/<rank>" before this rank joins, so every rank can
    * read every rank's once all joined (transport_choice.c); NULL: none. */
   const char *host_info;
+  /* The GPU this rank would run NCCL on (its PCI bus id, gpu_verdict.h),
+   * published with its host: rank 0, when it names one itself, judges
+   * whether every rank has a GPU of its own and tells every rank with its
+   * verdict (coll__rdv_gpus). NULL: this rank names none. */
+  const char *gpu;
 } coll_rdv_cfg_t;
 
 typedef struct coll_rdv coll_rdv_t;
@@ -71,6 +77,11 @@ typedef struct coll_rdv coll_rdv_t;
 coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out);
 /* The store client, for publishing and looking up. */
 coll_store_t *coll__rdv_store(coll_rdv_t *r);
+/* Once open: whether every rank has a GPU of its own, as rank 0 judged
+ * from what each named (coll_rdv_cfg_t.gpu); where rank 0 named none, the
+ * verdict is COLL_GPUS_MISSING naming rank 0. The same on every rank. */
+struct coll_gpus;
+void coll__rdv_gpus(const coll_rdv_t *r, struct coll_gpus *out);
 /* This rank is done with the store. Rank 0 waits (until the deadline) for
  * every rank to say so, then stops the store; the others return at once.
  * Frees r in all cases. One thread. */
@@ -113,6 +124,33 @@ typedef struct coll_rdv_test_hooks {
 #define COLL_RDV_TEST_HOOKS_OFF \
   { -1, 0, 0, -1, NULL, NULL, NULL }
 extern coll_rdv_test_hooks_t coll__rdv_test_hooks;
+
+/* tcp_create.c ------------------------------------------------------------ */
+
+/* coll_tcp_create's steps before and after the rendezvous, apart, for
+ * coll_comm_init_env: under COLL_BACKEND=auto it opens the rendezvous
+ * itself, naming its GPU, and builds the TCP transport over it only where
+ * the ranks cannot all run NCCL. */
+typedef struct coll_tcp_plan {
+  coll_tcp_config_t cfg; /* the caller's; its strings stay the caller's */
+  coll_transport_mode_t mode;
+  const char *token;
+  char master_ip[COLL_ADDR_TEXT_MAX];
+  char local[COLL_ADDR_TEXT_MAX]; /* the address to listen on */
+  char job[320];
+  char host[COLL_HOST_INFO_MAX];
+  coll_rdv_cfg_t rdv; /* the rendezvous to open; points into this plan */
+} coll_tcp_plan_t;
+
+/* Checks cfg as coll_tcp_create does, resolves MASTER_ADDR and chooses the
+ * local address (a wrong interface fails here, before anyone waits). Any
+ * thread. */
+coll_status_t coll__tcp_plan(const coll_tcp_config_t *cfg, coll_tcp_plan_t *p);
+/* The rest of coll_tcp_create on r, opened from p->rdv: the transport
+ * (shared memory, or TCP with shared memory per host) and the
+ * all-or-nothing end. Frees r in every case. One thread. */
+coll_status_t coll__tcp_over(coll_rdv_t *r, const coll_tcp_plan_t *p,
+                             coll_transport_t **out);
 
 /* Formats "2, 5, 7" (at most a line, then "and N more") from rank ids. */
 void coll__format_ranks(char *out, size_t cap, const int *ranks, int n);

@@ -5,6 +5,7 @@
  * same code: the compatibility check (rdv_compat.c) and the all-or-nothing
  * end (rdv_outcome.c). Keys, each under `prefix`:
  *   compat/<r>   rank r's versions and wire options
+ *   gpus/<r>     rank r's host and GPU, under COLL_BACKEND=auto
  *   outcome/<r>  rank r's setup outcome: "ok", or "<status> <text>"
  * The store needs only set and get (a get may wait, or ask without
  * waiting); nothing is deleted. One thread per rank. */
@@ -55,6 +56,18 @@ int coll__setup_world_of(const coll_setup_t *su, int q);
  * still missing (they never arrived). Every rank that reads the same
  * records reaches the same verdict. */
 coll_status_t coll__setup_compat_check(const coll_setup_t *su, int wait);
+
+/* setup_gpus.c: under COLL_BACKEND=auto, whether every rank has a GPU of
+ * its own. Publish sets "gpus/<rank>" to this rank's host and `gpu` (its
+ * PCI bus id); call it before coll__setup_compat_publish. Judge, after
+ * coll__setup_compat_check has seen every rank, reads every rank's record
+ * without waiting (a rank without one named no GPU) and judges them
+ * (gpu_verdict.h); every rank reaches the same verdict. Judge costs a get
+ * per rank, as the compatibility check does. */
+struct coll_gpus;
+coll_status_t coll__setup_gpus_publish(const coll_setup_t *su, const char *gpu);
+coll_status_t coll__setup_gpus_judge(const coll_setup_t *su,
+                                     struct coll_gpus *out);
 
 /* Ends the setup all or nothing: sets "outcome/<rank>" from `mine`
  * (COLL_OK, or a failure whose text is in coll_last_error), waits for

@@ -91,58 +91,70 @@ static coll_status_t add_host_endpoint(coll_store_t *st,
                                      token, deadline_ms, h);
 }
 
-static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
-                               coll_transport_t **out) {
-  int64_t timeout =
-      cfg->timeout_ms != 0 ? cfg->timeout_ms : coll__default_timeout_ms();
-  const char *token =
-      cfg->auth_token ? cfg->auth_token : coll__knob_text(COLL_ENV_AUTH_TOKEN);
-  const char *ifname =
-      cfg->ifname ? cfg->ifname : coll__knob_text(COLL_ENV_SOCKET_IFNAME);
-  char master_ip[COLL_ADDR_TEXT_MAX], local[COLL_ADDR_TEXT_MAX], job[320];
-  char host[COLL_HOST_INFO_MAX];
+coll_status_t coll__tcp_plan(const coll_tcp_config_t *cfg, coll_tcp_plan_t *p) {
+  int64_t timeout;
+  const char *ifname;
   struct sockaddr_storage master;
-  coll_rdv_cfg_t rc;
+  COLL_CHECK(check_config(cfg));
+  memset(p, 0, sizeof *p);
+  /* A caller built against the first layout has no magic (check_config). */
+  memcpy(&p->cfg, cfg, cfg->size < sizeof p->cfg ? cfg->size : sizeof p->cfg);
+  timeout = cfg->timeout_ms != 0 ? cfg->timeout_ms : coll__default_timeout_ms();
+  p->token =
+      cfg->auth_token ? cfg->auth_token : coll__knob_text(COLL_ENV_AUTH_TOKEN);
+  ifname = cfg->ifname ? cfg->ifname : coll__knob_text(COLL_ENV_SOCKET_IFNAME);
+  COLL_CHECK(coll__transport_mode(&p->mode));
+  COLL_CHECK(coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master,
+                                p->master_ip));
+  /* A wrong interface fails here, before anyone waits on this rank. */
+  COLL_CHECK(coll__local_addr(&master, ifname,
+                              cfg->ifname ? "ifname" : "COLL_SOCKET_IFNAME",
+                              p->local));
+  if (cfg->job_id != NULL)
+    snprintf(p->job, sizeof p->job, "%s", cfg->job_id);
+  else
+    snprintf(p->job, sizeof p->job, "%s:%d", cfg->master_addr,
+             cfg->master_port);
+  coll__transport_host_info(p->mode, cfg->rank, p->host);
+  p->rdv = (coll_rdv_cfg_t){cfg->rank,
+                            cfg->world,
+                            cfg->master_addr,
+                            p->master_ip,
+                            cfg->master_port,
+                            p->token,
+                            coll__deadline(timeout),
+                            p->host,
+                            NULL};
+  COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
+            cfg->rank, cfg->world, p->master_ip, cfg->master_port, p->local);
+  return COLL_OK;
+}
+
+coll_status_t coll__tcp_over(coll_rdv_t *r, const coll_tcp_plan_t *p,
+                             coll_transport_t **out) {
+  const coll_tcp_config_t *cfg = &p->cfg;
+  int64_t deadline = p->rdv.deadline_ms;
   coll_tcp_opts_t o;
   coll_tcp_rdv_t rdv;
-  coll_rdv_t *r = NULL;
   coll_transport_t *t = NULL, *h = NULL;
-  coll_transport_mode_t mode;
   coll_status_t s;
   int shm = 0, *host_of;
-  COLL_CHECK(coll__transport_mode(&mode));
-  COLL_CHECK(
-      coll__resolve_host("MASTER_ADDR", cfg->master_addr, &master, master_ip));
-  /* A wrong interface fails here, before anyone waits on this rank. */
-  COLL_CHECK(coll__local_addr(
-      &master, ifname, cfg->ifname ? "ifname" : "COLL_SOCKET_IFNAME", local));
-  if (cfg->job_id != NULL)
-    snprintf(job, sizeof job, "%s", cfg->job_id);
-  else
-    snprintf(job, sizeof job, "%s:%d", cfg->master_addr, cfg->master_port);
-  coll__transport_host_info(mode, cfg->rank, host);
-  rc = (coll_rdv_cfg_t){
-      cfg->rank,        cfg->world, cfg->master_addr,        master_ip,
-      cfg->master_port, token,      coll__deadline(timeout), host};
-  COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
-            cfg->rank, cfg->world, master_ip, cfg->master_port, local);
-  COLL_CHECK(coll__rdv_open(&rc, &r));
+  *out = NULL;
   host_of = malloc((size_t)cfg->world * sizeof *host_of);
-  s = host_of != NULL
-          ? coll__transport_choose(coll__rdv_store(r), cfg->world, mode,
-                                   rc.deadline_ms, &shm, host_of)
-          : coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  s = host_of != NULL ? coll__transport_choose(coll__rdv_store(r), cfg->world,
+                                               p->mode, deadline, &shm, host_of)
+                      : coll__err(COLL_ERR_NO_MEMORY, "out of memory");
   if (s == COLL_OK && shm) {
     s = coll__transport_shm_create(coll__rdv_store(r), cfg->rank, cfg->world,
-                                   job, token, rc.deadline_ms, &t);
+                                   p->job, p->token, deadline, &t);
   } else if (s == COLL_OK) {
-    o = (coll_tcp_opts_t){cfg->rank, cfg->world, local,
-                          job,       token,      mesh_timeout(rc.deadline_ms)};
+    o = (coll_tcp_opts_t){cfg->rank, cfg->world, p->local,
+                          p->job,    p->token,   mesh_timeout(deadline)};
     coll__rdv_tcp_adapter(r, &rdv);
     s = coll__tcp_transport_create(&o, &rdv, &t);
-    if (mode != COLL_TRANSPORT_TCP)
-      s = add_host_endpoint(coll__rdv_store(r), cfg, host_of, job, token,
-                            rc.deadline_ms, s, &h);
+    if (p->mode != COLL_TRANSPORT_TCP)
+      s = add_host_endpoint(coll__rdv_store(r), cfg, host_of, p->job, p->token,
+                            deadline, s, &h);
   }
   /* The CPU comm orders its ring by host (algo/topo.h); this host's ranks
    * are reached through h where there is one. */
@@ -159,6 +171,19 @@ static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
   return COLL_OK;
 }
 
+static coll_status_t bootstrap(const coll_tcp_config_t *cfg,
+                               coll_transport_t **out) {
+  coll_tcp_plan_t *p = malloc(sizeof *p);
+  coll_rdv_t *r = NULL;
+  coll_status_t s;
+  if (p == NULL) return coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  s = coll__tcp_plan(cfg, p);
+  if (s == COLL_OK) s = coll__rdv_open(&p->rdv, &r);
+  if (s == COLL_OK) s = coll__tcp_over(r, p, out);
+  free(p);
+  return s;
+}
+
 coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
                               coll_transport_t **out) {
   coll_status_t s;
@@ -166,7 +191,6 @@ coll_status_t coll_tcp_create(const coll_tcp_config_t *cfg,
   if (out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "tcp_create: out is NULL");
   *out = NULL;
-  COLL_CHECK(check_config(cfg));
   s = bootstrap(cfg, out);
   if (s != COLL_OK) coll__err_prefix("tcp_create");
   return s;

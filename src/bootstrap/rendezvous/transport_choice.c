@@ -42,17 +42,6 @@ static coll_status_t get_value(coll_store_t *st, const char *key, char *buf,
   return COLL_OK;
 }
 
-/* A published value is "<mode> <host id>". */
-static int value_mode(const char *v) {
-  int m = atoi(v);
-  return m >= 0 && m < 3 ? m : 0;
-}
-
-static const char *value_host(const char *v) {
-  const char *sp = strchr(v, ' ');
-  return sp != NULL ? sp + 1 : "?";
-}
-
 /* "rank 0 on A, rank 2 on B" for the first rank on another host than
  * rank 0's. */
 static coll_status_t refuse_hosts(int other, const char *id0,
@@ -72,6 +61,18 @@ void coll__transport_host_info(coll_transport_mode_t mode, int rank,
   snprintf(out, COLL_HOST_INFO_MAX, "%d %s", (int)mode, id);
 }
 
+int coll__host_info_split(char *v, char **host, char **gpu) {
+  char *sp = strchr(v, ' ');
+  int m = atoi(v);
+  *host = sp != NULL ? sp + 1 : (char *)"?";
+  *gpu = (char *)"";
+  if (sp != NULL && (sp = strchr(sp + 1, ' ')) != NULL) {
+    *sp = '\0';
+    *gpu = sp + 1;
+  }
+  return m >= 0 && m < 3 ? m : 0;
+}
+
 coll_status_t coll__transport_choose(coll_store_t *st, int world,
                                      coll_transport_mode_t mode,
                                      int64_t deadline_ms, int *use_shm,
@@ -79,7 +80,8 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
   char key[CHOICE_KEY_MAX];
   char *first = NULL, *got = NULL;
   coll_host_table_t hosts = {NULL, 0, 0};
-  int other = -1;
+  const char *host0 = "";
+  int other = -1, m0 = 0;
   coll_status_t s = COLL_OK;
   *use_shm = 0;
   first = malloc(CHOICE_VALUE_MAX);
@@ -89,13 +91,16 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
     goto out;
   }
   for (int r = 0; r < world; r++) {
-    char *v = r == 0 ? first : got;
-    int m0, mr;
+    char *v = r == 0 ? first : got, *host, *gpu;
+    int mr;
     snprintf(key, sizeof key, "host/%d", r);
     COLL_CHECK_GOTO(get_value(st, key, v, CHOICE_VALUE_MAX, deadline_ms), s,
                     out);
-    m0 = value_mode(first);
-    mr = value_mode(v);
+    mr = coll__host_info_split(v, &host, &gpu);
+    if (r == 0) {
+      m0 = mr;
+      host0 = host;
+    }
     if (mr != m0) {
       s = coll__err(COLL_ERR_INVALID_ARG,
                     "ranks disagree on COLL_TRANSPORT: rank 0 has %s, rank "
@@ -104,15 +109,15 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
                     coll__knob_word_at(COLL_ENV_TRANSPORT, mr));
       goto out;
     }
-    host_of[r] = coll__host_table_index(&hosts, value_host(v));
+    host_of[r] = coll__host_table_index(&hosts, host);
     if (host_of[r] < 0) {
       s = COLL_ERR_NO_MEMORY;
       goto out;
     }
-    if (other < 0 && strcmp(value_host(v), value_host(first)) != 0) {
+    if (other < 0 && strcmp(host, host0) != 0) {
       other = r;
       if (mode == COLL_TRANSPORT_SHM) {
-        s = refuse_hosts(r, value_host(first), value_host(v));
+        s = refuse_hosts(r, host0, host);
         goto out;
       }
     }
