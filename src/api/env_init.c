@@ -2,13 +2,16 @@
 /* env_init.c: coll_comm_init_env, a comm from the launcher's environment
  * (torchrun's RANK and WORLD_SIZE, or mpirun's, PMI's or srun's: see
  * core/launch.h; MASTER_ADDR, MASTER_PORT): NCCL when the NCCL backend is
- * selected, else the CPU ring over the TCP transport. */
+ * selected (under auto: when every rank has a GPU of its own, which the
+ * ranks compare at the rendezvous), else the CPU ring over the TCP
+ * transport. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "api/env_init.h"
+#include "bootstrap/rendezvous/gpu_verdict.h"
 #include "bootstrap/rendezvous/kv.h"
 #include "bootstrap/rendezvous/rendezvous.h"
 #include "core/clock.h"
@@ -16,18 +19,12 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/launch.h"
+#include "core/log.h"
 #include "cpu/cpu_comm.h"
 #include "nccl/nccl_env.h"
 
 /* Bounds the world so per-rank key tables stay reasonable. */
 #define ENV_WORLD_MAX (1 << 20)
-
-typedef struct env_job {
-  int rank;
-  int world;
-  const char *master_addr;
-  int master_port;
-} env_job_t;
 
 /* MASTER_PORT: required, 1..65535. */
 static coll_status_t read_port(int *out) {
@@ -51,7 +48,7 @@ static coll_status_t read_port(int *out) {
   return COLL_OK;
 }
 
-static coll_status_t read_env(env_job_t *j) {
+static coll_status_t read_env(coll_env_job_t *j) {
   coll_launch_t l;
   COLL_CHECK(coll__launch_read(ENV_WORLD_MAX, &l));
   j->rank = l.rank;
@@ -99,17 +96,35 @@ coll_status_t coll__env_nccl_comm(const coll_store_ops_t *store, int rank,
   return coll__nccl_comm_init_local(rank, world, &id, cfg, out);
 }
 
-/* NCCL: the same rendezvous carries rank 0's unique id to everyone. */
-static coll_status_t nccl_init(const env_job_t *j,
+/* NCCL over the open rendezvous r: it carries rank 0's unique id to
+ * everyone, then every rank returns the same (an NCCL init that failed
+ * anywhere fails everywhere: rdv_outcome.c). Frees r. */
+static coll_status_t nccl_over(coll_rdv_t *r, const coll_env_job_t *j,
+                               int64_t deadline_ms,
+                               const coll_comm_config_t *cfg,
+                               coll_comm_t **out) {
+  coll_store_ops_t ops;
+  coll_status_t s;
+  int64_t left = coll__remaining_ms(deadline_ms);
+  coll__store_client_ops(coll__rdv_store(r), &ops);
+  /* 0 would read as "the default" there; a spent budget is 1 ms. */
+  s = coll__env_nccl_comm(&ops, j->rank, j->world, cfg, left == 0 ? 1 : left,
+                          out);
+  s = coll__rdv_conclude(r, s);
+  if (s != COLL_OK && *out != NULL) {
+    coll_comm_destroy(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+static coll_status_t nccl_init(const coll_env_job_t *j,
                                const coll_comm_config_t *cfg,
                                coll_comm_t **out) {
   char master_ip[COLL_ADDR_TEXT_MAX];
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
   coll_rdv_t *r = NULL;
-  coll_store_ops_t ops;
-  coll_status_t s;
-  int64_t left;
   COLL_CHECK(
       coll__resolve_host("MASTER_ADDR", j->master_addr, &master, master_ip));
   rc = (coll_rdv_cfg_t){j->rank,
@@ -122,39 +137,110 @@ static coll_status_t nccl_init(const env_job_t *j,
                         NULL /* NCCL: no transport to choose */,
                         NULL /* nor a GPU to compare: NCCL's check decides */};
   COLL_CHECK(coll__rdv_open(&rc, &r));
-  left = coll__remaining_ms(rc.deadline_ms);
-  /* 0 would read as "the default" there; a spent budget is 1 ms. */
-  coll__store_client_ops(coll__rdv_store(r), &ops);
-  s = coll__env_nccl_comm(&ops, j->rank, j->world, cfg, left == 0 ? 1 : left,
-                          out);
-  /* Every rank returns the same: an NCCL init that failed anywhere fails
-   * everywhere (rdv_outcome.c). */
-  s = coll__rdv_conclude(r, s);
-  if (s != COLL_OK && *out != NULL) {
-    coll_comm_destroy(*out);
-    *out = NULL;
-  }
-  return s;
+  return nccl_over(r, j, rc.deadline_ms, cfg, out);
 }
 
-static coll_status_t cpu_init(const env_job_t *j, const coll_comm_config_t *cfg,
+static void tcp_config(const coll_env_job_t *j, const coll_comm_config_t *cfg,
+                       coll_tcp_config_t *tc) {
+  *tc = (coll_tcp_config_t)COLL_TCP_CONFIG_INIT;
+  tc->rank = j->rank;
+  tc->world = j->world;
+  tc->master_addr = j->master_addr;
+  tc->master_port = j->master_port;
+  tc->timeout_ms = coll__config_timeout_ms(cfg);
+}
+
+static coll_status_t cpu_init(const coll_env_job_t *j,
+                              const coll_comm_config_t *cfg,
                               coll_comm_t **out) {
-  coll_tcp_config_t tc = COLL_TCP_CONFIG_INIT;
+  coll_tcp_config_t tc;
   coll_transport_t *t = NULL;
-  tc.rank = j->rank;
-  tc.world = j->world;
-  tc.master_addr = j->master_addr;
-  tc.master_port = j->master_port;
-  tc.timeout_ms = coll__config_timeout_ms(cfg);
+  tcp_config(j, cfg, &tc);
   COLL_CHECK(coll_tcp_create(&tc, &t));
   return coll__cpu_comm_create(t, cfg, out);
 }
 
+void coll__env_say_cpu(int rank, const coll_gpus_t *g) {
+  if (g->kind == COLL_GPUS_SHARED && rank == 0)
+    COLL_WARN(COLL_LOG_INIT,
+              "COLL_BACKEND=auto: ranks %d and %d are on one GPU (PCI bus "
+              "%s) of one host, and NCCL needs a GPU per rank: every rank "
+              "runs the CPU ring with staging (give each rank a GPU of its "
+              "own, through LOCAL_RANK or CUDA_VISIBLE_DEVICES, for NCCL; "
+              "or set COLL_BACKEND=cpu where sharing is meant)",
+              g->rank_a, g->rank_b, g->gpu);
+  else if (g->kind == COLL_GPUS_SHARED)
+    COLL_INFO(COLL_LOG_INIT,
+              "COLL_BACKEND=auto: ranks %d and %d are on one GPU (PCI bus "
+              "%s) of one host; CPU ring with staging on every rank",
+              g->rank_a, g->rank_b, g->gpu);
+  else
+    COLL_INFO(COLL_LOG_INIT,
+              "COLL_BACKEND=auto: rank %d runs no NCCL (COLL_BACKEND=cpu "
+              "there, or no usable NCCL or GPU: its log says which); CPU "
+              "ring with staging on every rank",
+              g->rank_a);
+}
+
+/* COLL_BACKEND=auto with NCCL usable here: the rendezvous carries the GPU
+ * each rank would use, rank 0 judges them and every rank reads its verdict
+ * (no round trip of its own), then builds NCCL over that rendezvous, or
+ * the CPU ring's transport where a rank has no GPU or two ranks of a host
+ * share one. */
+static coll_status_t ask_init(const coll_env_job_t *j,
+                              const coll_comm_config_t *cfg,
+                              coll_comm_t **out) {
+  char gpu[COLL_GPU_ID_MAX], why[COLL_ERRMSG_MAX];
+  coll_tcp_config_t tc;
+  coll_tcp_plan_t *p;
+  coll_transport_t *t = NULL;
+  coll_rdv_t *r = NULL;
+  coll_gpus_t g;
+  coll_status_t s;
+  if (coll__nccl_env_gpu(gpu, sizeof gpu) != COLL_OK) {
+    /* The others learn from the verdict that this rank named none. */
+    coll__err_save(why);
+    coll__err_clear();
+    COLL_INFO(COLL_LOG_INIT, "COLL_BACKEND=auto: no GPU for NCCL here (%s)",
+              why);
+    return cpu_init(j, cfg, out);
+  }
+  p = malloc(sizeof *p);
+  if (p == NULL) return coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  tcp_config(j, cfg, &tc);
+  s = coll__tcp_plan(&tc, p);
+  if (s == COLL_OK) {
+    p->rdv.gpu = gpu;
+    s = coll__rdv_open(&p->rdv, &r);
+  }
+  if (s != COLL_OK) goto done;
+  coll__rdv_gpus(r, &g);
+  if (g.kind == COLL_GPUS_OWN) {
+    s = nccl_over(r, j, p->rdv.deadline_ms, cfg, out);
+    goto done;
+  }
+  coll__env_say_cpu(j->rank, &g);
+  s = coll__tcp_over(r, p, &t);
+  if (s == COLL_OK) s = coll__cpu_comm_create(t, cfg, out);
+done:
+  free(p);
+  return s;
+}
+
+coll_status_t coll__env_comm_create(const coll_env_job_t *j,
+                                    const coll_comm_config_t *cfg,
+                                    coll_comm_t **out) {
+  int pick = coll__nccl_env_selected();
+  if (pick < 0) return COLL_ERR_NOT_AVAILABLE; /* the reason is recorded */
+  if (pick == COLL_NCCL_PICK_NCCL) return nccl_init(j, cfg, out);
+  if (pick == COLL_NCCL_PICK_ASK) return ask_init(j, cfg, out);
+  return cpu_init(j, cfg, out);
+}
+
 coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
                                  coll_comm_t **out) {
-  env_job_t j;
+  coll_env_job_t j;
   coll_status_t s;
-  int nccl;
   coll__err_clear();
   if (out == NULL)
     return coll__err(COLL_ERR_INVALID_ARG, "comm_init_env: out is NULL");
@@ -162,14 +248,7 @@ coll_status_t coll_comm_init_env(const coll_comm_config_t *cfg,
   COLL_CHECK(coll__config_check(cfg, "comm_init_env"));
   s = read_env(&j);
   if (s == COLL_OK) s = coll__knobs_load();
-  if (s != COLL_OK) goto out;
-  nccl = coll__nccl_env_selected();
-  if (nccl < 0) {
-    s = COLL_ERR_NOT_AVAILABLE; /* the reason is recorded */
-    goto out;
-  }
-  s = nccl > 0 ? nccl_init(&j, cfg, out) : cpu_init(&j, cfg, out);
-out:
+  if (s == COLL_OK) s = coll__env_comm_create(&j, cfg, out);
   if (s != COLL_OK) coll__err_prefix("comm_init_env");
   return s;
 }

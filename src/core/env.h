@@ -118,8 +118,8 @@ typedef enum coll_knob_kind {
   COLL_ENV_FOREIGN_(X, LOCAL_RANK, "LOCAL_RANK",                               \
                     "rank within this host; picks the CUDA device")            \
   COLL_ENV_FOREIGN_(X, LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE",                   \
-                    "ranks on this host; above its CUDA device count, auto "   \
-                    "picks CPU")                                               \
+                    "ranks on this host (auto compares the ranks' GPUs "       \
+                    "instead of counting)")                                    \
   COLL_ENV_FOREIGN_(X, OMPI_RANK, "OMPI_COMM_WORLD_RANK",                      \
                     "rank under Open MPI's mpirun, when RANK is unset")        \
   COLL_ENV_FOREIGN_(X, OMPI_SIZE, "OMPI_COMM_WORLD_SIZE",                      \

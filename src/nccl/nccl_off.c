@@ -104,6 +104,11 @@ int coll__nccl_env_selected(void) {
   return 0;
 }
 
+coll_status_t coll__nccl_env_gpu(char *out, size_t cap) {
+  if (cap > 0) out[0] = '\0';
+  return not_built("COLL_BACKEND=auto");
+}
+
 coll_status_t coll__nccl_available(const char *what) { return not_built(what); }
 
 coll_status_t coll__nccl_comm_init_local(int rank, int world,

@@ -49,11 +49,12 @@ static void rank_env(const char *step) {
            "LOCAL_WORLD_SIZE=%s LOCAL_RANK=%s NCCL_HOSTID=%s COLL_BACKEND=%s: "
            "%s",
            lws, lr, host, backend,
-           selected == 1 ? "NCCL selected on a stand-in with one device"
-                         : coll_last_error());
+           selected == COLL_NCCL_PICK_NCCL
+               ? "NCCL selected on a stand-in with one device"
+               : coll_last_error());
   check(strcmp(lws, "1") == 0 && strcmp(lr, "0") == 0 &&
             strcmp(host, want_host) == 0 && strcmp(backend, "nccl") == 0 &&
-            selected == 1,
+            selected == COLL_NCCL_PICK_NCCL,
         step, rank, detail);
 }
 

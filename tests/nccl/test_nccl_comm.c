@@ -378,18 +378,19 @@ static void test_env_selection(void **state) {
   standin_config_t cfg;
   (void)state;
   setenv("COLL_BACKEND", "cpu", 1);
-  assert_int_equal(coll__nccl_env_selected(), 0);
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_CPU);
   setenv("COLL_BACKEND", "nccl", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_NCCL);
   setenv("COLL_BACKEND", "auto", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_ASK);
   standin_uninstall();
   memset(&cfg, 0, sizeof cfg);
   cfg.ndev = 1;
   cfg.no_driver = 1;
   standin_install(&cfg);
   coll_set_last_error(COLL_OK, NULL);
-  assert_int_equal(coll__nccl_env_selected(), 0); /* auto: CPU, quietly */
+  /* auto: CPU, quietly */
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_CPU);
   assert_string_equal(coll_last_error(), "");
   setenv("COLL_BACKEND", "nccl", 1);
   assert_int_equal(coll__nccl_env_selected(), -1);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_nccl_env.c: COLL_BACKEND against the host's local ranks and devices
- * (LOCAL_WORLD_SIZE, or mpirun's and srun's counts): auto picks the CPU ring
- * and says why at INFO; nccl leaves the decision to NCCL, which works when
- * each rank sees only its own GPU (N10 of the second review); mpirun's local
+ * (LOCAL_WORLD_SIZE, or mpirun's and srun's counts): auto leaves the choice
+ * to a comparison of the ranks' GPUs (test_nccl_auto), whatever the counts,
+ * and each rank names its GPU by PCI bus id; nccl leaves the decision to
+ * NCCL, which works when each rank sees only its own GPU; mpirun's local
  * rank picks the device; NCCL_COMM_BLOCKING=1, which would make every NCCL
  * comm blocking, is refused (N7). */
 #include <setjmp.h>
@@ -36,7 +37,8 @@ static int teardown(void **state) {
                                      "SLURM_NTASKS",
                                      "SLURM_NODEID",
                                      "SLURM_STEP_TASKS_PER_NODE",
-                                     "NCCL_COMM_BLOCKING"};
+                                     "NCCL_COMM_BLOCKING",
+                                     "LOCAL_RANK"};
   size_t i;
   (void)state;
   for (i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -70,29 +72,31 @@ static int selected_logging(char *log, size_t cap) {
   return r;
 }
 
-/* Four local ranks, one device: auto runs the CPU ring and says why, with
- * no error left behind; one local rank (or none said) keeps NCCL. */
-static void test_auto_crowded_picks_cpu(void **state) {
+/* auto with NCCL usable asks the ranks (COLL_NCCL_PICK_ASK) whatever the
+ * local counts say: four local ranks (LOCAL_WORLD_SIZE, mpirun's or
+ * srun's count) on a process that sees one device may each have a GPU of
+ * their own (per-rank binding), which only a comparison of their GPUs can
+ * tell (test_nccl_auto). It says nothing of the CPU ring and leaves no
+ * error behind. Before, it counted devices and picked the CPU ring. */
+static void test_auto_asks_the_ranks(void **state) {
   char log[4096];
   (void)state;
   setenv("COLL_BACKEND", "auto", 1);
   setenv("LOCAL_WORLD_SIZE", "4", 1);
   coll_set_last_error(COLL_OK, NULL);
-  assert_int_equal(selected_logging(log, sizeof log), 0);
-  assert_non_null(strstr(log,
-                         "COLL INFO INIT COLL_BACKEND=auto: 4 local "
-                         "ranks (LOCAL_WORLD_SIZE) share 1 CUDA device(s); "
-                         "CPU ring with staging"));
+  assert_int_equal(selected_logging(log, sizeof log), COLL_NCCL_PICK_ASK);
+  assert_null(strstr(log, "CPU ring"));
   assert_string_equal(coll_last_error(), "");
   unsetenv("COLL_BACKEND"); /* unset is auto */
-  assert_int_equal(coll__nccl_env_selected(), 0);
-  setenv("LOCAL_WORLD_SIZE", "1", 1);
-  assert_int_equal(selected_logging(log, sizeof log), 1);
-  assert_null(strstr(log, "CPU ring"));
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_ASK);
   unsetenv("LOCAL_WORLD_SIZE");
-  assert_int_equal(coll__nccl_env_selected(), 1);
-  setenv("LOCAL_WORLD_SIZE", "four", 1); /* warned about, then ignored */
-  assert_int_equal(coll__nccl_env_selected(), 1);
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  assert_int_equal(selected_logging(log, sizeof log), COLL_NCCL_PICK_ASK);
+  assert_null(strstr(log, "CPU ring"));
+  setenv("COLL_BACKEND", "cpu", 1);
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_CPU);
 }
 
 /* COLL_BACKEND=nccl with more local ranks than this process sees devices
@@ -104,55 +108,37 @@ static void test_nccl_lets_nccl_decide(void **state) {
   (void)state;
   setenv("COLL_BACKEND", "nccl", 1);
   setenv("LOCAL_WORLD_SIZE", "8", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_NCCL);
   setenv("LOCAL_WORLD_SIZE", "1", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
+  assert_int_equal(coll__nccl_env_selected(), COLL_NCCL_PICK_NCCL);
 }
 
-/* auto with more local ranks than devices: the CPU ring (it cannot tell
- * per-rank binding from sharing), and the log says how to get NCCL. */
-static void test_enough_devices(void **state) {
-  char log[4096];
+/* The GPU a rank names for the comparison: the PCI bus id of the device
+ * its local rank picks (LOCAL_RANK 6 of 4 devices: device 2), else of the
+ * current device; as a rank with one visible GPU of its own sees it; and
+ * a clear error where CUDA has no driver. */
+static void test_env_gpu_names_bus_id(void **state) {
+  standin_config_t cfg;
+  char id[64];
   (void)state;
-  setenv("LOCAL_WORLD_SIZE", "4", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
-  setenv("COLL_BACKEND", "nccl", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
-  setenv("LOCAL_WORLD_SIZE", "5", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
-  setenv("COLL_BACKEND", "auto", 1);
-  assert_int_equal(selected_logging(log, sizeof log), 0);
-  assert_non_null(strstr(log, "5 local ranks (LOCAL_WORLD_SIZE) share 4"));
-  assert_non_null(strstr(log, "COLL_BACKEND=nccl"));
-  setenv("COLL_BACKEND", "cpu", 1);
-  setenv("LOCAL_WORLD_SIZE", "1", 1);
-  assert_int_equal(coll__nccl_env_selected(), 0);
-}
-
-/* Under mpirun and srun their own local counts stand in for
- * LOCAL_WORLD_SIZE for auto, and its log names the variable it read. */
-static void test_launcher_local_counts(void **state) {
-  char log[4096];
-  (void)state;
-  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
-  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
-  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
-  assert_int_equal(selected_logging(log, sizeof log), 0);
-  assert_non_null(
-      strstr(log, "3 local ranks (OMPI_COMM_WORLD_LOCAL_SIZE) share 1 CUDA"));
-  unsetenv("OMPI_COMM_WORLD_RANK");
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  setenv("SLURM_PROCID", "4", 1);
-  setenv("SLURM_NTASKS", "6", 1);
-  setenv("SLURM_NODEID", "1", 1);
-  setenv("SLURM_STEP_TASKS_PER_NODE", "4,2", 1);
-  assert_int_equal(selected_logging(log, sizeof log), 0);
-  assert_non_null(strstr(log, "2 local ranks (SLURM_STEP_TASKS_PER_NODE)"));
-  setenv("SLURM_STEP_TASKS_PER_NODE", "2,1", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
-  setenv("COLL_BACKEND", "nccl", 1);
-  setenv("SLURM_STEP_TASKS_PER_NODE", "4,2", 1);
-  assert_int_equal(coll__nccl_env_selected(), 1);
+  setenv("LOCAL_RANK", "6", 1);
+  assert_int_equal(coll__nccl_env_gpu(id, sizeof id), COLL_OK);
+  assert_string_equal(id, "0000:28:00.0");
+  unsetenv("LOCAL_RANK");
+  nt_set_device(1);
+  assert_int_equal(coll__nccl_env_gpu(id, sizeof id), COLL_OK);
+  assert_string_equal(id, "0000:20:00.0");
+  standin_bus_id(1, "0000:9A:00.0");
+  assert_int_equal(coll__nccl_env_gpu(id, sizeof id), COLL_OK);
+  assert_string_equal(id, "0000:9A:00.0");
+  nt_set_device(0);
+  standin_uninstall();
+  memset(&cfg, 0, sizeof cfg);
+  cfg.ndev = 1;
+  cfg.no_driver = 1;
+  standin_install(&cfg);
+  assert_int_not_equal(coll__nccl_env_gpu(id, sizeof id), COLL_OK);
+  assert_true(coll_last_error()[0] != '\0');
 }
 
 /* OMPI_COMM_WORLD_LOCAL_RANK picks the device under mpirun (6 % 4 = 2),
@@ -227,12 +213,11 @@ static void test_comm_blocking_refused(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_auto_crowded_picks_cpu, nt_setup1,
+      cmocka_unit_test_setup_teardown(test_auto_asks_the_ranks, nt_setup1,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_nccl_lets_nccl_decide, nt_setup1,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_enough_devices, nt_setup4, teardown),
-      cmocka_unit_test_setup_teardown(test_launcher_local_counts, nt_setup1,
+      cmocka_unit_test_setup_teardown(test_env_gpu_names_bus_id, nt_setup4,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_ompi_local_rank_device, nt_setup4,
                                       teardown),
