@@ -34,6 +34,12 @@
 # them the mpi variant's cells read "skipped" with the reason, and the exit
 # code is 3; a run that fails reads "failed" and makes it 1.
 # Every namespace is removed afterwards, also after a failure or Ctrl-C.
+# A run killed outright (SIGKILL, a lost session) cannot clean up: its
+# namespaces and its link in this namespace (cm<pid>r, 10.78.0.254) would
+# shadow the next run's addresses. So a run first removes every cm<pid>
+# set whose run is gone (no process <pid>, or one that is not this script),
+# killing what still runs inside them. Runs on one machine take turns
+# (they share 10.78.0.0/24): a run waits up to 150 s for the one before.
 # Open MPI (mpi) runs one daemon per host, started by an rsh stand-in that
 # enters the host's namespace, so it sees one node per host as on separate
 # machines; over TCP only (--mca btl tcp,self): its shared-memory btl
@@ -59,6 +65,31 @@ die() {
 [ "$(id -u)" = 0 ] || die "network namespaces need root (run it as root, or in a container with CAP_NET_ADMIN and CAP_SYS_ADMIN)"
 command -v ip >/dev/null 2>&1 || die "iproute2's ip is not installed (apt-get install iproute2)"
 command -v tc >/dev/null 2>&1 || die "iproute2's tc is not installed (apt-get install iproute2)"
+
+# The cm<pid> sets of runs that are gone (see the top).
+run_alive() { # pid
+  [ "$1" != $$ ] && [ -r "/proc/$1/cmdline" ] &&
+    tr '\0' ' ' <"/proc/$1/cmdline" | grep -q 'multihost\.sh'
+}
+netns_names() { ip netns list 2>/dev/null | awk '{print $1}'; }
+link_names() { ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//'; }
+sweep_stale() {
+  for p in $({ netns_names; link_names; } | sed -n 's/^cm\([0-9][0-9]*\)[-a-z].*/\1/p' | sort -u); do
+    run_alive "$p" && continue
+    for n in $(netns_names | grep "^cm$p-"); do
+      for q in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$q" 2>/dev/null; done
+      ip netns del "$n" 2>/dev/null
+    done
+    for d in $(link_names | grep "^cm${p}[a-z]"); do ip link del "$d" 2>/dev/null; done
+    echo "multihost: removed the namespaces and links of run $p, which is gone" >&2
+  done
+}
+sweep_stale
+# One run at a time: the lock goes with this process, also when it is
+# killed (what it starts does not inherit fd 9).
+exec 9>/tmp/coll-multihost.lock
+flock -w 150 9 || die "another run of multihost.sh held /tmp/coll-multihost.lock for 150 s (runs share 10.78.0.0/24 and take turns)"
+
 [ -e "$build/src/libcoll.so" ] || die "no $build/src/libcoll.so (build libcoll first, or set BUILD)"
 case $rate in '' | *[!0-9]*) die "RATE_MBIT='$rate' is not a number of Mbit/s" ;; esac
 case $order in block | interleave) ;; *) die "ORDER='$order' is neither block nor interleave" ;; esac
@@ -159,7 +190,7 @@ run_coll() { # H M variant logfile
       MASTER_ADDR=10.78.0.1 MASTER_PORT=$port COLL_SOCKET_IFNAME=coll0 \
       COLL_TIMEOUT_MS=120000 "${assigns[@]}" \
       timeout 900 "$work/coll_allreduce" "$v" \
-      >"$work/rank$r.out" 2>"$work/rank$r.err" &
+      >"$work/rank$r.out" 2>"$work/rank$r.err" 9>&- &
     pids="$pids $!"
     r=$((r + 1))
   done
@@ -231,7 +262,7 @@ run_mpi() { # H M logfile
     --mca oob_tcp_if_include 10.78.0.0/24 --mca pml ob1 \
     --mca mpi_yield_when_idle 1 \
     --mca btl tcp,self --mca btl_tcp_if_include 10.78.0.0/24 \
-    "$work/mpi_allreduce" mpi >"$3" 2>"$work/mpi.err" ||
+    "$work/mpi_allreduce" mpi >"$3" 2>"$work/mpi.err" 9>&- ||
     { grep -v "^ *$" "$work/mpi.err" | head -${MH_ERR_LINES:-8} >&2; return 1; }
 }
 
