@@ -22,39 +22,64 @@ static coll_status_t set_device(const coll_nccl_table_t *t, int dev,
                    what, dev, why);
 }
 
+/* CUDA 12 made cudaSetDevice bind the device's primary context at once;
+ * before, it only chose the device, for the runtime to bind on first use. */
+static int runtime_binds_at_set(const coll_nccl_table_t *t) {
+  int v = 0;
+  if (t->cuda_runtime_get_version == NULL ||
+      t->cuda_runtime_get_version(&v) != cudaSuccess)
+    return 1;
+  return v >= 12000;
+}
+
 coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
-                                      int *saved, const char *what) {
+                                      coll_cuda_saved_t *saved,
+                                      const char *what) {
   int cur = -1;
   CUcontext ctx = NULL;
   cudaError_t e;
-  *saved = COLL_NO_DEVICE;
-  /* A thread without a context reports device 0 to cudaGetDevice; ask the
-   * driver first, so leave can tell "device 0" from "none". */
+  *saved = (coll_cuda_saved_t)COLL_CUDA_SAVED_INIT;
   if (t->cu_ctx_get_current != NULL &&
-      t->cu_ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == NULL) {
+      t->cu_ctx_get_current(&ctx) == CUDA_SUCCESS) {
+    /* A thread without a context reports device 0, or the device it chose
+     * (before CUDA 12), to cudaGetDevice: either way, switch. */
+    e = t->cuda_get_device(&cur);
+    if (e != cudaSuccess) return coll__cuda_result(t, e, what);
+    if (ctx != NULL && cur == dev) return COLL_OK;
     COLL_CHECK(set_device(t, dev, what));
-    *saved = COLL_NO_CONTEXT;
+    *saved = (coll_cuda_saved_t){COLL_SAVED_CONTEXT, cur, ctx};
     return COLL_OK;
   }
   e = t->cuda_get_device(&cur);
   if (e != cudaSuccess) return coll__cuda_result(t, e, what);
-  if (cur != dev) COLL_CHECK(set_device(t, dev, what));
-  *saved = cur;
+  if (cur == dev) return COLL_OK;
+  COLL_CHECK(set_device(t, dev, what));
+  *saved = (coll_cuda_saved_t){COLL_SAVED_DEVICE, cur, NULL};
   return COLL_OK;
 }
 
-void coll__cuda_device_leave(const coll_nccl_table_t *t, int saved) {
+void coll__cuda_device_leave(const coll_nccl_table_t *t,
+                             coll_cuda_saved_t saved) {
+  CUcontext now = NULL;
   int cur = -1;
-  if (saved == COLL_NO_CONTEXT) {
-    if (t->cu_ctx_set_current(NULL) != CUDA_SUCCESS)
-      COLL_WARN(COLL_LOG_NCCL, "could not drop the CUDA context made current");
+  if (saved.kind == COLL_SAVED_CONTEXT) {
+    if ((t->cu_ctx_get_current(&now) != CUDA_SUCCESS || now != saved.ctx) &&
+        t->cu_ctx_set_current(saved.ctx) != CUDA_SUCCESS)
+      COLL_WARN(COLL_LOG_NCCL, "could not restore the thread's CUDA context");
+    /* Before CUDA 12 the thread's choice of device outlives its context:
+     * choosing it again makes no context. From 12 on it would make one
+     * (cudaSetDevice binds it), on a device the caller never used. */
+    if (saved.ctx == NULL && !runtime_binds_at_set(t) &&
+        t->cuda_set_device(saved.dev) != cudaSuccess)
+      COLL_WARN(COLL_LOG_NCCL, "could not restore the current CUDA device %d",
+                saved.dev);
     return;
   }
-  if (saved < 0) return;
-  if (t->cuda_get_device(&cur) == cudaSuccess && cur == saved) return;
-  if (t->cuda_set_device(saved) != cudaSuccess)
+  if (saved.kind != COLL_SAVED_DEVICE) return;
+  if (t->cuda_get_device(&cur) == cudaSuccess && cur == saved.dev) return;
+  if (t->cuda_set_device(saved.dev) != cudaSuccess)
     COLL_WARN(COLL_LOG_NCCL, "could not restore the current CUDA device %d",
-              saved);
+              saved.dev);
 }
 
 coll_status_t coll__cuda_mem_kind(const coll_nccl_table_t *t, const void *p,

@@ -6,21 +6,40 @@
 
 #include "cuda/gpu_table.h"
 
-/* What enter saved: a device to restore, or one of these. */
-#define COLL_NO_DEVICE (-1) /* nothing to restore (enter failed) */
-#define COLL_NO_CONTEXT                               \
-  (-2) /* the thread had no CUDA context: leave drops \
-          the one enter made current, instead of      \
-          cudaSetDevice(0), which would create a      \
-          context on device 0 (W3 of the review) */
+/* What enter saved, for leave to put back. With the driver's context calls
+ * (gpu_table.h) that is the thread's CUDA context itself, whatever made it
+ * (the runtime's primary context, cuCtxCreate, a green context) or none:
+ * the runtime's device alone would bring back the device's primary context
+ * instead of a context the caller made. With a runtime before CUDA 12,
+ * where cudaSetDevice binds no context, also the device the thread chose,
+ * which dropping the context would not bring back. Without the driver's
+ * calls, the runtime's device. */
+typedef struct coll_cuda_saved {
+  int kind;      /* COLL_SAVED_NOTHING, _DEVICE or _CONTEXT */
+  int dev;       /* the runtime's device before enter, or -1 */
+  CUcontext ctx; /* _CONTEXT: the thread's context before enter (or NULL) */
+} coll_cuda_saved_t;
+enum {
+  COLL_SAVED_NOTHING = 0, /* nothing to put back (enter failed or did not
+                             change the device) */
+  COLL_SAVED_DEVICE,      /* cudaSetDevice(dev) */
+  COLL_SAVED_CONTEXT      /* cuCtxSetCurrent(ctx), and on a runtime before
+                             CUDA 12 cudaSetDevice(dev) where ctx is NULL */
+};
+#define COLL_CUDA_SAVED_INIT \
+  { COLL_SAVED_NOTHING, -1, NULL }
 
 /* Makes `dev` current, saving the caller's state in *saved. On failure the
- * caller's device is unchanged and *saved is COLL_NO_DEVICE. Pair with
- * leave. */
+ * caller's state is unchanged and there is nothing to put back. Pair with
+ * leave; a second enter may follow before leave, which then puts back what
+ * the first saved (pass the later ones a scratch). Never makes a context
+ * on a device the caller did not ask for. */
 coll_status_t coll__cuda_device_enter(const coll_nccl_table_t *t, int dev,
-                                      int *saved, const char *what);
-/* Restores what enter saved. */
-void coll__cuda_device_leave(const coll_nccl_table_t *t, int saved);
+                                      coll_cuda_saved_t *saved,
+                                      const char *what);
+/* Puts back what enter saved. */
+void coll__cuda_device_leave(const coll_nccl_table_t *t,
+                             coll_cuda_saved_t saved);
 
 typedef enum coll_mem_kind {
   COLL_MEM_HOST = 0, /* pageable host memory, unknown to CUDA */

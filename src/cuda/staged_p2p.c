@@ -82,7 +82,7 @@ static coll_status_t start_recv(coll_staged_p2p_t *sp) {
  * Leaves this thread's error text as it was. */
 static void release(coll_staged_p2p_t *sp) {
   char msg[COLL_ERRMSG_MAX];
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   if (!sp->copying) {
     coll__slab_put(sp->slab);
     return;
@@ -101,7 +101,7 @@ coll_status_t coll__staged_p2p_start(coll_transport_t *tp, const coll_work_t *w,
   coll_staged_p2p_t *sp;
   coll_mem_kind_t kind;
   coll_status_t s;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   *out = NULL;
   if (t == NULL)
     return coll__err(COLL_ERR_NOT_AVAILABLE,
@@ -147,7 +147,7 @@ static void fail(coll_staged_p2p_t *sp, coll_status_t s) {
 static coll_status_t copy_out(coll_staged_p2p_t *sp) {
   coll_slab_t *s = sp->slab;
   cudaError_t e = cudaSuccess;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   coll_status_t st = coll__cuda_device_enter(sp->t, sp->dev, &saved, "staging");
   if (st != COLL_OK) return st;
   sp->copying = 1;

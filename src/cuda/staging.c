@@ -355,7 +355,8 @@ coll_status_t coll__staged_run(void *cpu, const coll_work_t *w,
                                coll_host_run_fn run, atomic_int *aborted,
                                int64_t timeout_ms) {
   const coll_nccl_table_t *t = coll__cuda_if_in_use();
-  int world = 1, dev, saved = COLL_NO_DEVICE;
+  int world = 1, dev;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   coll_status_t s = COLL_OK;
   plan_t p;
   size_t i;

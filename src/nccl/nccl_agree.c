@@ -34,7 +34,7 @@ int coll__nccl_agree_wanted(void) {
 coll_status_t coll__nccl_agree_init(coll_nccl_be_t *be) {
   size_t bytes = (size_t)be->comm->world * AGREE_WORDS * sizeof(int64_t);
   cudaError_t e;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   COLL_CHECK(coll__cuda_device_enter(be->t, be->dev, &saved, "agreement"));
   e = be->t->cuda_malloc(&be->agree_dev, bytes);
   if (e == cudaSuccess)
@@ -145,7 +145,7 @@ static coll_status_t post_readback(coll_nccl_be_t *be, coll_nccl_req_t *req) {
 static coll_status_t guarded(coll_nccl_be_t *be, const coll_work_t *w,
                              coll_nccl_req_t **req, const char *what) {
   coll_abort_handle_t *h = be->comm->abort;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   coll_status_t s;
   uv_mutex_lock(&h->guard);
   s = coll__nccl_usable(be, what);

@@ -53,7 +53,7 @@ static coll_status_t be_submit(coll_comm_t *c, const coll_work_t *w,
   coll_nccl_req_t *r = NULL;
   cudaStream_t st = (cudaStream_t)w->stream;
   ncclResult_t res = ncclSuccess;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   coll_status_t s;
   (void)blocking; /* the work runs on the GPU either way */
   COLL_CHECK(coll__nccl_usable(be, what));
@@ -92,7 +92,7 @@ static coll_status_t be_settle(coll_comm_t *c, coll_request_t *req) {
  * thread of its own, which destroy joins. */
 static void reap_main(void *p) {
   coll_nccl_be_t *be = p;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   ncclResult_t r;
   coll__cuda_device_enter(be->t, be->dev, &saved, "abort");
   r = be->t->nccl_comm_abort(be->nc);
@@ -105,7 +105,7 @@ static void reap_main(void *p) {
 /* How abort leaves nc; under mu, torn just set. */
 static void abort_nccl(coll_nccl_be_t *be) {
   coll_comm_t *c = be->comm;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   ncclResult_t r;
   if (be->t->nccl_comm_revoke != NULL) {
     /* Sets NCCL's abort flags (the kernels quit) and returns; the wait for
@@ -193,7 +193,8 @@ static coll_status_t free_nccl(coll_nccl_be_t *be, int running) {
 static coll_status_t be_destroy(coll_comm_t *c, int aborted) {
   coll_nccl_be_t *be = c->be;
   coll_status_t s = COLL_OK;
-  int saved = COLL_NO_DEVICE, running;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
+  int running;
   (void)aborted; /* the backend's own state says what abort did */
   if (be == NULL) return COLL_OK;
   running = coll__nccl_req_orphan_all(be);
@@ -276,7 +277,7 @@ coll_status_t coll__nccl_comm_wrap(const coll_nccl_table_t *t, ncclComm_t nc,
   /* The barrier's one device float, made here: nothing under the issue
    * guard should allocate device memory. */
   {
-    int saved = COLL_NO_DEVICE;
+    coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
     cudaError_t e = cudaErrorUnknown;
     s = coll__cuda_device_enter(t, dev, &saved, "comm init");
     if (s == COLL_OK) e = t->cuda_malloc(&be->barrier_buf, sizeof(float));

@@ -96,7 +96,8 @@ static coll_status_t init_all(const coll_nccl_table_t *t, coll_group_t *g,
   ncclUniqueId id;
   ncclResult_t r, r_end;
   coll_status_t s = COLL_OK;
-  int i, cur;
+  coll_cuda_saved_t cur;
+  int i;
   r = t->nccl_get_unique_id(&id);
   if (r != ncclSuccess) return coll__nccl_result(t, r, NULL, "ncclGetUniqueId");
   coll__nccl_config(&config, coll__nccl_config_name(cfg));
@@ -144,7 +145,7 @@ coll_status_t coll_group_create_config(const int *devices, int ndev,
   coll_abort_handle_t *h = coll__config_abort_handle(cfg);
   coll_group_t *g = NULL;
   ncclComm_t *ncs = NULL;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   coll_status_t s;
   coll__err_clear();
   if (out != NULL) *out = NULL;
@@ -286,7 +287,10 @@ static coll_status_t group_run(coll_group_t *g, coll_work_t *w,
   const char *what = coll__work_name(w->kind);
   const coll_nccl_table_t *t = ((coll_nccl_be_t *)g->comms[0]->be)->t;
   coll_status_t s = COLL_OK, s2;
-  int i, locked = 0, saved = COLL_NO_DEVICE, cur;
+  /* cur: scratch for the switches between devices; leave puts back what
+   * the first enter saved. */
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT, cur;
+  int i, locked = 0;
   ncclResult_t r, res = ncclSuccess;
   /* NCCL takes no call on a comm still in progress: settle them first,
    * outside the guards. */

@@ -49,7 +49,7 @@ static coll_status_t launch(coll_nccl_be_t *be, const char *what) {
   coll_nccl_req_t *r, *batch = be->batch;
   ncclResult_t res = ncclSuccess, r_end;
   coll_status_t s = COLL_OK;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   be->batch = be->batch_tail = NULL;
   COLL_CHECK_GOTO(coll__cuda_device_enter(be->t, be->dev, &saved, what), s,
                   fail);

@@ -77,7 +77,8 @@ coll_status_t coll__nccl_comm_init(int rank, int world,
   ncclUniqueId nid;
   ncclComm_t nc = NULL;
   ncclResult_t r;
-  int saved = COLL_NO_DEVICE, dev = device;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
+  int dev = device;
   int64_t timeout;
   coll_status_t s;
   if (out == NULL || id == NULL)

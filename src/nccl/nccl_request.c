@@ -263,7 +263,7 @@ static void watch_init(coll_nccl_be_t *be, coll_nccl_watch_t *w,
 static coll_status_t settled(coll_nccl_be_t *be, const char *what) {
   coll_nccl_req_t *r;
   coll_status_t s = COLL_OK, s2;
-  int saved = COLL_NO_DEVICE;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
   be->inprogress = 0;
   COLL_CHECK(coll__cuda_device_enter(be->t, be->dev, &saved, what));
   for (r = be->live; r != NULL; r = r->next) {

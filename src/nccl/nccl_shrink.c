@@ -213,7 +213,8 @@ coll_status_t coll__nccl_shrink_exclude(coll_comm_t *c, const int *exclude,
   coll_abort_handle_t *h = coll__config_abort_handle(cfg);
   ncclComm_t child = NULL;
   int *list = NULL, flag = NCCL_SHRINK_DEFAULT, rank = c->rank, i, failed;
-  int saved = COLL_NO_DEVICE, guarded = 0;
+  coll_cuda_saved_t saved = COLL_CUDA_SAVED_INIT;
+  int guarded = 0;
   int64_t timeout, deadline;
   coll_status_t s;
   COLL_CHECK(can_make(be, n));
