@@ -40,6 +40,9 @@ typedef struct standin_config {
   int hang;      /* collectives never complete (until their comm aborts) */
   int launch_delay_us; /* a launch thread waits this long before it puts
                           the work on the stream (0: as soon as it runs) */
+  int cuda_runtime;    /* cudaRuntimeGetVersion's code; 0: 13000. Before
+                          12000 cudaSetDevice binds no context, and the
+                          device a thread chose outlives its context */
 } standin_config_t;
 
 /* Resets every state and installs the stand-in into libcoll's table. */
@@ -53,6 +56,10 @@ void standin_uninstall(void);
  * and its bus id tells it apart from the others' device 0. NCCL's
  * duplicate-GPU check at init compares these. */
 void standin_bus_id(int dev, const char *id);
+
+/* A context on device dev that is not its primary one (cuCtxCreate, a
+ * green context), for a thread to make current with cuCtxSetCurrent. */
+CUcontext standin_ctx_create(int dev);
 
 /* "Device" memory on device dev: host memory the stand-in reports as
  * cudaMemoryTypeDevice. */

@@ -176,6 +176,17 @@ static cudaError_t get_device(int *d) {
   return cudaSuccess;
 }
 
+/* Contexts as this thread sees them (si_cur_ctx): 0 none, 1..SI_MAXDEV
+ * device d's primary context as d + 1, from SI_CTX_MADE on one made by
+ * standin_ctx_create (cuCtxCreate, a green context) on device
+ * (v - SI_CTX_MADE) % SI_MAXDEV. */
+#define SI_CTX_MADE 1000
+static int ctx_made_next;
+
+static int runtime_12(void) {
+  return si.cfg.cuda_runtime == 0 || si.cfg.cuda_runtime >= 12000;
+}
+
 /* The runtime makes the current device's primary context on first use. */
 static void touch_ctx(void) {
   if (si_cur_ctx != 0) return;
@@ -183,33 +194,45 @@ static void touch_ctx(void) {
   si.st.contexts |= 1u << si_cur_dev;
 }
 
+/* CUDA 12+: cudaSetDevice binds the device's primary context at once.
+ * Before, it only chooses the device: the runtime binds its primary
+ * context on the next call that needs one. */
 static cudaError_t set_device(int d) {
   NO_DRIVER();
   if (d < 0 || d >= si.cfg.ndev) return cudaErrorInvalidDevice;
   si_cur_dev = d;
-  /* CUDA 12+: cudaSetDevice initialises the device's primary context. */
   uv_mutex_lock(&si.mu);
   si_cur_ctx = 0;
-  touch_ctx();
+  if (runtime_12()) touch_ctx();
   uv_mutex_unlock(&si.mu);
   return cudaSuccess;
 }
 
 static CUresult ctx_get_current(CUcontext *ctx) {
   if (si.cfg.no_driver) return CUDA_ERROR_NOT_INITIALIZED;
-  /* Any non-NULL value names "a context"; the stand-in never reads it. */
   *ctx = si_cur_ctx ? (CUcontext)(uintptr_t)si_cur_ctx : NULL;
   return CUDA_SUCCESS;
 }
 
+CUcontext standin_ctx_create(int dev) {
+  int v;
+  uv_mutex_lock(&si.mu);
+  v = SI_CTX_MADE + SI_MAXDEV * ctx_made_next++ + dev;
+  uv_mutex_unlock(&si.mu);
+  return (CUcontext)(uintptr_t)v;
+}
+
 static CUresult ctx_set_current(CUcontext ctx) {
+  int v = (int)(uintptr_t)ctx;
   if (si.cfg.no_driver) return CUDA_ERROR_NOT_INITIALIZED;
-  si_cur_ctx = (int)(uintptr_t)ctx;
-  /* Without a context the runtime answers device 0 again. */
-  if (si_cur_ctx == 0)
-    si_cur_dev = 0;
-  else
-    si_cur_dev = si_cur_ctx - 1;
+  si_cur_ctx = v;
+  if (v >= SI_CTX_MADE)
+    si_cur_dev = (v - SI_CTX_MADE) % SI_MAXDEV;
+  else if (v != 0)
+    si_cur_dev = v - 1;
+  else if (runtime_12())
+    si_cur_dev = 0; /* the runtime answers device 0 again (unverified) */
+  /* Before CUDA 12 the device the thread chose outlives its context. */
   return CUDA_SUCCESS;
 }
 
@@ -247,7 +270,7 @@ static cudaError_t device_get_pci_bus_id(char *id, int len, int dev) {
 }
 
 static cudaError_t runtime_version(int *v) {
-  *v = 13000;
+  *v = si.cfg.cuda_runtime != 0 ? si.cfg.cuda_runtime : 13000;
   return cudaSuccess;
 }
 
