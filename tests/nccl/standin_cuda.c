@@ -57,9 +57,9 @@ int64_t si_now_ms(void) {
 
 void si_wait_a_bit(void) { uv_cond_timedwait(&si.cv, &si.mu, 1000000); }
 
-/* NULL and cudaStreamLegacy are the device's default stream; the stand-in
- * does not model its synchronisation with other streams.
- * cudaStreamPerThread is the calling thread's own stream. */
+/* NULL and cudaStreamLegacy are the device's legacy default stream, which
+ * synchronises with its blocking streams (legacy_waits).
+ * cudaStreamPerThread is the calling thread's own stream, a blocking one. */
 struct CUstream_st *si_stream(cudaStream_t s, int dev) {
   if (s != NULL && s != cudaStreamLegacy && s != cudaStreamPerThread) return s;
   if (dev < 0 || dev >= si.cfg.ndev) return NULL;
@@ -110,6 +110,7 @@ void si_wait_streams(struct ncclComm *c, const char *what) {
 
 void si_post(struct CUstream_st *s, si_op_t *op) {
   op->next = NULL;
+  op->order = ++si.post_order;
   if (s->tail != NULL)
     s->tail->next = op;
   else
@@ -133,10 +134,34 @@ static int coll_head(si_op_t *op) {
   return op->finished;
 }
 
+/* 1 while stream o holds work posted before op. */
+static int earlier_on(const struct CUstream_st *o, const si_op_t *op) {
+  return o->head != NULL && o->head->order < op->order;
+}
+
+/* The legacy default stream synchronises with every blocking stream of
+ * its device: its work waits for what was posted before it on them, and
+ * theirs for what was posted before it on the legacy stream. Streams made
+ * with cudaStreamNonBlocking take no part. */
+static int legacy_waits(const struct CUstream_st *s, const si_op_t *op) {
+  const struct CUstream_st *o;
+  if (s->nonblocking) return 0;
+  if (!s->legacy) {
+    o = s->dev >= 0 && s->dev < SI_MAXDEV ? si.defaults[s->dev] : NULL;
+    return o != NULL && o != s && earlier_on(o, op);
+  }
+  for (o = si.streams; o != NULL; o = o->next_all)
+    if (o != s && o->dev == s->dev && !o->legacy && !o->nonblocking &&
+        earlier_on(o, op))
+      return 1;
+  return 0;
+}
+
 void si_progress(struct CUstream_st *s) {
   si_op_t *op;
   if (si.stalled) return;
   while ((op = s->head) != NULL) {
+    if (legacy_waits(s, op)) break;
     if (op->kind == SI_OP_HOLD) {
       if (si_now_ms() < op->until_ms) break;
     } else if (op->kind == SI_OP_COPY) {
@@ -294,10 +319,13 @@ static const char *error_string(cudaError_t e) {
 
 static cudaError_t get_last_error(void) { return cudaSuccess; }
 
-static cudaError_t stream_create(cudaStream_t *out) {
+/* cudaStreamNonBlocking: a stream that does not synchronise with the
+ * legacy default stream. */
+static cudaError_t stream_create_with_flags(cudaStream_t *out, unsigned flags) {
   struct CUstream_st *s;
   NO_DRIVER();
   s = calloc(1, sizeof *s);
+  s->nonblocking = (flags & cudaStreamNonBlocking) != 0;
   uv_mutex_lock(&si.mu);
   touch_ctx();
   s->dev = si_cur_dev;
@@ -308,11 +336,8 @@ static cudaError_t stream_create(cudaStream_t *out) {
   return cudaSuccess;
 }
 
-/* Non-blocking or not: the stand-in's default streams do not model the
- * legacy stream's implicit synchronisation. */
-static cudaError_t stream_create_with_flags(cudaStream_t *out, unsigned flags) {
-  (void)flags;
-  return stream_create(out);
+static cudaError_t stream_create(cudaStream_t *out) {
+  return stream_create_with_flags(out, cudaStreamDefault);
 }
 
 static cudaError_t stream_wait_event(cudaStream_t st, cudaEvent_t ev,
@@ -590,6 +615,7 @@ void standin_install(const standin_config_t *cfg) {
   for (i = 0; i < si.cfg.ndev; i++) {
     struct CUstream_st *s = calloc(1, sizeof *s);
     s->dev = i;
+    s->legacy = 1;
     s->next_all = si.streams;
     si.streams = s;
     si.defaults[i] = s;

@@ -33,12 +33,15 @@ typedef struct si_op {
   /* Calls launched by one group onto one stream are one kernel in NCCL:
    * they progress together (fused point-to-point). 0: not fused. */
   uint64_t fuse;
-  int finished; /* its slot ran (or its comm was aborted) */
+  int finished;   /* its slot ran (or its comm was aborted) */
+  uint64_t order; /* when it was posted, among every stream's work */
   struct si_op *next;
 } si_op_t;
 
 struct CUstream_st {
   int dev;
+  int legacy;      /* the device's legacy default stream (NULL) */
+  int nonblocking; /* cudaStreamNonBlocking: no sync with the legacy one */
   si_op_t *head, *tail;
   struct CUstream_st *next_all;
 };
@@ -76,6 +79,7 @@ typedef struct si_state {
   int stalled;         /* standin_stall */
   unsigned generation; /* installs so far (threads' per-thread streams) */
   uint64_t uid_counter;
+  uint64_t post_order; /* of the last work posted (si_op_t.order) */
   standin_stats_t st;
   char misuse[256];
   char last_error[256]; /* ncclGetLastError's text */

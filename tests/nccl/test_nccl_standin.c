@@ -7,8 +7,9 @@
  * refused; an argument error poisons the comm; destroy with a pending
  * error returns it and leaves the group open; abort waits for the streams;
  * an abort inside an open group is queued to its end; revoke; split;
- * NCCL_COMM_BLOCKING; two threads inside one comm are seen. The shrink
- * rules are in test_nccl_shrink. */
+ * NCCL_COMM_BLOCKING; two threads inside one comm are seen; the legacy
+ * default stream synchronises with the device's blocking streams. The
+ * shrink rules are in test_nccl_shrink. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -306,6 +307,58 @@ static void test_overlap_seen(void **state) {
   pair_close(&p, 2);
 }
 
+/* 1 once event e (recorded on its stream) has passed, within ms. */
+static int passes_within(const coll_nccl_table_t *t, cudaEvent_t e, int ms) {
+  int64_t end = test_now_ms() + ms;
+  while (t->cuda_event_query(e) == cudaErrorNotReady) {
+    if (test_now_ms() > end) return 0;
+    test_sleep_ms(2);
+  }
+  return 1;
+}
+
+/* G14: work on the legacy default stream (NULL) waits for what was posted
+ * before it on the device's blocking streams, and their work for what was
+ * posted before it on the legacy stream; a cudaStreamNonBlocking stream
+ * takes no part, and neither does another device. Before, the stand-in's
+ * default streams synchronised with nothing. */
+static void test_legacy_stream_sync(void **state) {
+  const coll_nccl_table_t *t = coll__nccl_table();
+  cudaStream_t blocking, nonblocking;
+  cudaEvent_t e;
+  (void)state;
+  assert_int_equal(t->cuda_stream_create(&blocking), cudaSuccess);
+  assert_int_equal(
+      t->cuda_stream_create_with_flags(&nonblocking, cudaStreamNonBlocking),
+      cudaSuccess);
+  assert_int_equal(t->cuda_event_create(&e, 0), cudaSuccess);
+  /* A held non-blocking stream holds nothing else up. */
+  standin_hold(nonblocking, 60000);
+  assert_int_equal(t->cuda_event_record(e, NULL), cudaSuccess);
+  assert_true(passes_within(t, e, 5000));
+  assert_int_equal(t->cuda_event_record(e, blocking), cudaSuccess);
+  assert_true(passes_within(t, e, 5000));
+  /* A held blocking stream holds the legacy one, for as long as it holds. */
+  standin_hold(blocking, 300);
+  assert_int_equal(t->cuda_event_record(e, NULL), cudaSuccess);
+  assert_int_equal(t->cuda_event_query(e), cudaErrorNotReady);
+  assert_true(passes_within(t, e, 30000));
+  /* A held legacy stream holds the blocking ones of its device only. */
+  standin_hold(NULL, 300);
+  assert_int_equal(t->cuda_event_record(e, blocking), cudaSuccess);
+  assert_int_equal(t->cuda_event_query(e), cudaErrorNotReady);
+  assert_true(passes_within(t, e, 30000));
+  standin_hold(NULL, 60000);
+  nt_set_device(1);
+  assert_int_equal(t->cuda_event_destroy(e), cudaSuccess);
+  assert_int_equal(t->cuda_event_create(&e, 0), cudaSuccess);
+  assert_int_equal(t->cuda_event_record(e, NULL), cudaSuccess);
+  assert_true(passes_within(t, e, 5000));
+  nt_set_device(0);
+  assert_int_equal(t->cuda_event_destroy(e), cudaSuccess);
+  assert_true(nt_no_misuse());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_launch_rules, nt_setup2,
@@ -320,6 +373,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_comm_blocking_env, nt_setup2,
                                       nt_teardown),
       cmocka_unit_test_setup_teardown(test_overlap_seen, nt_setup2,
+                                      nt_teardown),
+      cmocka_unit_test_setup_teardown(test_legacy_stream_sync, nt_setup2,
                                       nt_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
