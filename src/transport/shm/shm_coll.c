@@ -7,13 +7,11 @@
  * a peer that posts rings the doorbells of the ranks that sleep; a dead
  * peer's socket hangs up, a closed one says so in its header, and the
  * heartbeat watches the wait (rounds.waiters). */
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/trace.h"
@@ -65,48 +63,25 @@ static void wake(void *arg) {
     if (p != ep->rank) coll__shm_ring_bell(ep, p);
 }
 
-/* Sleeps until a doorbell, a peer's hangup, or at most ms; announces the
- * sleep first and looks at the flags one last time. */
+/* What a sleeping wait on the flags waits for. */
+typedef struct flag_wait {
+  const coll_rounds_t *R;
+  int which;
+  uint64_t v;
+} flag_wait_t;
+
+static int flags_behind(shm_ep_t *ep, void *arg) {
+  flag_wait_t *f = arg;
+  (void)ep;
+  return coll__rounds_blocked(f->R, f->which, f->v);
+}
+
+/* Sleeps in the kernel as a request's waiter does (shm_wait.c), while
+ * the flags still hold the wait up. */
 static void sleep_on(void *arg, const coll_rounds_t *R, int which, uint64_t v,
                      int64_t ms) {
-  shm_ep_t *ep = arg;
-  struct pollfd *fds = calloc((size_t)ep->world, sizeof *fds);
-  int *who = calloc((size_t)ep->world, sizeof *who);
-  int n = 0, ready = 0;
-  if (fds == NULL || who == NULL) { /* cannot sleep: spin instead */
-    free(fds);
-    free(who);
-    return;
-  }
-  atomic_fetch_add(&ep->hdr->sleeping, 1);
-  atomic_thread_fence(memory_order_seq_cst);
-  fds[n++] = (struct pollfd){.fd = ep->bell, .events = POLLIN};
-  pthread_mutex_lock(&ep->mu);
-  for (int p = 0; p < ep->world; p++)
-    if (p != ep->rank && ep->peers[p].lost == 0 && ep->peers[p].sock >= 0) {
-      who[n] = p;
-      fds[n++] = (struct pollfd){.fd = ep->peers[p].sock,
-                                 .events = POLLIN | POLLRDHUP};
-    }
-  pthread_mutex_unlock(&ep->mu);
-  if (coll__rounds_blocked(R, which, v))
-    ready = poll(fds, (nfds_t)n, ms < 0 ? -1 : (int)ms);
-  atomic_fetch_sub(&ep->hdr->sleeping, 1);
-  if (ready > 0) {
-    pthread_mutex_lock(&ep->mu);
-    /* A request's waiter that sleeps on the doorbell reads it itself. */
-    if (fds[0].revents != 0 && !ep->leader) {
-      uint64_t one;
-      ssize_t got = read(ep->bell, &one, sizeof one);
-      (void)got; /* EAGAIN: another reader took it */
-    }
-    for (int i = 1; i < n; i++)
-      if (fds[i].revents != 0 && !atomic_load(&ep->aborted))
-        coll__shm_peer_lost(ep, who[i]);
-    pthread_mutex_unlock(&ep->mu);
-  }
-  free(fds);
-  free(who);
+  flag_wait_t f = {R, which, v};
+  coll__shm_kernel_sleep(arg, flags_behind, &f, 0, ms);
 }
 
 static const coll_rounds_ops_t shm_rounds_ops = {

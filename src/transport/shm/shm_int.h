@@ -317,6 +317,15 @@ int coll__shm_heard(void *ctx, char *buf, size_t n);
 
 /* shm_wait.c --------------------------------------------------------------- */
 
+/* Sleeps in the kernel until a doorbell, a peer's hangup (that peer is
+ * then lost) or at most ms (< 0: no bound). Announces the sleep first
+ * (coll__shm_ring_bell rings only for sleepers), then asks still(ep, arg)
+ * under ep->mu whether to sleep at all, so no ring is missed. `leader`:
+ * the caller is the requests' leader (shm_wait.c), who reads the
+ * doorbell; other sleepers leave it to a leader if there is one. */
+void coll__shm_kernel_sleep(shm_ep_t *ep, int (*still)(shm_ep_t *, void *),
+                            void *arg, int leader, int64_t ms);
+
 /* The `wait` slot. */
 coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
                              size_t *len);

@@ -46,9 +46,8 @@ static void timed_wait(shm_ep_t *ep, int64_t ms) {
   pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
 }
 
-/* The leader's sleep: announce it, look one last time, then poll the
- * doorbell and every live peer's socket for at most ms (< 0: no bound). */
-static void kernel_sleep(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
+void coll__shm_kernel_sleep(shm_ep_t *ep, int (*still)(shm_ep_t *, void *),
+                            void *arg, int leader, int64_t ms) {
   struct pollfd *fds = calloc((size_t)ep->world, sizeof *fds);
   int *who = calloc((size_t)ep->world, sizeof *who);
   int n = 0, ready = 0, idle;
@@ -60,7 +59,7 @@ static void kernel_sleep(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
   atomic_fetch_add(&ep->hdr->sleeping, 1);
   atomic_thread_fence(memory_order_seq_cst);
   pthread_mutex_lock(&ep->mu);
-  idle = !pass(ep) && !r->done;
+  idle = still(ep, arg);
   fds[n++] = (struct pollfd){.fd = ep->bell, .events = POLLIN};
   for (int p = 0; p < ep->world; p++)
     if (p != ep->rank && ep->peers[p].lost == 0 && ep->peers[p].sock >= 0) {
@@ -73,11 +72,13 @@ static void kernel_sleep(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
     ready = poll(fds, (nfds_t)n, ms < 0 || ms > INT_MAX ? -1 : (int)ms);
   atomic_fetch_sub(&ep->hdr->sleeping, 1);
   if (ready > 0) {
-    uint64_t v;
-    if (fds[0].revents != 0 && read(ep->bell, &v, sizeof v) < 0) {
-      /* EAGAIN: another reader took it; nothing to do */
-    }
     pthread_mutex_lock(&ep->mu);
+    /* The requests' leader reads the doorbell, whoever else slept on it. */
+    if (fds[0].revents != 0 && (leader || !ep->leader)) {
+      uint64_t v;
+      ssize_t got = read(ep->bell, &v, sizeof v);
+      (void)got; /* EAGAIN: another reader took it */
+    }
     /* Nothing is ever sent on these sockets after setup: any event is
      * the peer's end. Our own abort shuts them down too; then the requests
      * have failed already. */
@@ -88,6 +89,12 @@ static void kernel_sleep(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
   }
   free(fds);
   free(who);
+}
+
+/* Under ep->mu: the request's leader sleeps only if a last progress pass
+ * moved nothing and left r pending. */
+static int request_pending(shm_ep_t *ep, void *r) {
+  return !pass(ep) && !((shm_req_t *)r)->done;
 }
 
 /* Waits until something may have changed, for at most ms (< 0: no bound):
@@ -106,7 +113,7 @@ static void sleep_once(shm_ep_t *ep, shm_req_t *r, int64_t ms) {
   }
   ep->leader = 1;
   pthread_mutex_unlock(&ep->mu);
-  kernel_sleep(ep, r, ms);
+  coll__shm_kernel_sleep(ep, request_pending, r, 1, ms);
   pthread_mutex_lock(&ep->mu);
   ep->leader = 0;
   pthread_cond_broadcast(&ep->cv);
