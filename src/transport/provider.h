@@ -111,6 +111,14 @@ typedef struct coll_provider {
    * move on their own. Any thread. */
   void (*kick)(void *ctx);
 
+  /* Receives from any source (cpu/p2p.c): 1 if a message from `peer` on
+   * `tag` arrived, in part or whole, that no posted receive took, else 0.
+   * It may move data (read what the network holds) but never waits. A
+   * receive posted next for (peer, tag) takes the oldest such message.
+   * The thread that posts the endpoint's receives. NULL: a receive from
+   * any source is UNSUPPORTED on the endpoint. */
+  int (*probe)(void *ctx, int peer, uint32_t tag);
+
   /* The rounds over memory every rank maps, for the collectives designed
    * for it (common/rounds.h: the provider brings the memory, its sleep,
    * its wake and who is gone), or NULL where this endpoint has none.

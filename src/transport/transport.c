@@ -229,6 +229,12 @@ coll_status_t coll__t_shrink(coll_transport_t *t, int64_t deadline_ms,
   return t->p.shrink(t->ctx, deadline_ms, out);
 }
 
+int coll__t_can_probe(const coll_transport_t *t) { return t->p.probe != NULL; }
+
+int coll__t_probe(coll_transport_t *t, int peer, uint32_t tag) {
+  return t->p.probe != NULL && t->p.probe(t->ctx, peer, tag);
+}
+
 void coll__t_abort(coll_transport_t *t) { coll__t_fail(t, COLL_ERR_ABORTED); }
 
 void coll__t_fail_at(coll_transport_t *t, const coll_origin_t *o) {

@@ -73,6 +73,14 @@ static inline size_t coll__t_shm_reduce_scatter_below(
   return R != NULL ? R->reduce_scatter_below : 0;
 }
 
+/* 1 if a receive from any source can be made on t (its provider, and a
+ * route's two, can probe). Any thread. */
+int coll__t_can_probe(const coll_transport_t *t);
+/* The provider's probe (provider.h): 1 if a message from peer on tag
+ * waits to be received, else 0 (also where t cannot probe). Never waits.
+ * The thread that posts t's receives. */
+int coll__t_probe(coll_transport_t *t, int peer, uint32_t tag);
+
 /* The pipeline segment for a transport that states no preference (a third
  * party's): 1 MiB, what suits sockets. */
 #define COLL_T_SEGMENT_DEFAULT (1u << 20)

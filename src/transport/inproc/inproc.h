@@ -139,6 +139,8 @@ coll_status_t coll__inproc_wait(void *ctx, void *req, int64_t timeout_ms,
                                 size_t *len);
 void coll__inproc_abort(void *ctx);
 void coll__inproc_destroy(void *ctx);
+/* The probe hook (transport.h), inproc_probe.c. */
+int coll__inproc_probe(void *ctx, int peer, uint32_t tag);
 
 /* Marks `ep` lost for `why` (INPROC_ABORTED / _DESTROYED), a failure that
  * started at o (or at the origin ep saw first), fails every request that

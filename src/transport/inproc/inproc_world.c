@@ -48,6 +48,7 @@ static const coll_provider_t inproc_provider = {
     .position = inproc_position,
     .shrink = coll__inproc_shrink,
     .leave = coll__inproc_leave,
+    .probe = coll__inproc_probe,
     .rounds = inproc_rounds,
     .hints = {.seg_bytes = INPROC_SEGMENT_BYTES},
 };

@@ -191,6 +191,12 @@ static void route_leave(void *ctx) {
   coll__t_leave(r->host);
 }
 
+static int route_probe(void *ctx, int peer, uint32_t tag) {
+  route_t *r = ctx;
+  coll_transport_t *v = via(r, peer);
+  return v->p.probe != NULL && v->p.probe(v->ctx, peer, tag);
+}
+
 static void route_kick(void *ctx) {
   route_t *r = ctx;
   kick(r->main);
@@ -224,6 +230,7 @@ static coll_provider_t route_table(const coll_transport_t *m,
     p.heard = route_heard;
   }
   if (m->p.shrink != NULL) p.shrink = route_shrink;
+  if (m->p.probe != NULL && h->p.probe != NULL) p.probe = route_probe;
   p.hints.seg_local = coll__t_segment_bytes(h);
   return p;
 }

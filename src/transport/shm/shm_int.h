@@ -300,6 +300,9 @@ void coll__shm_ring_bell(shm_ep_t *ep, int p);
  * peer, or queues it. */
 void coll__shm_post_recv(shm_ep_t *ep, shm_req_t *r);
 
+/* The probe hook (transport.h), shm_probe.c. */
+int coll__shm_probe(void *ctx, int peer, uint32_t tag);
+
 /* One progress pass without waiting: the host endpoint's kick
  * (transport.h). shm_wait.c. */
 void coll__shm_kick(void *ctx);

@@ -237,6 +237,7 @@ static const coll_provider_t shm_provider = {
     .heard = coll__shm_heard,
     .position = shm_position,
     .kick = coll__shm_kick,
+    .probe = coll__shm_probe,
     .rounds = shm_rounds,
     .hints = {.seg_bytes = SHM_SEGMENT_BYTES},
 };

@@ -283,6 +283,8 @@ typedef enum tcp_ev {
  * reads to the end even past the early-message budget (the peer is
  * closing, so what it still sends is bounded). */
 tcp_ev_t coll__tcp_rx_progress(tcp_conn_t *c, int force, char *why);
+/* The probe hook (transport.h), tcp_probe.c. */
+int coll__tcp_probe(void *ctx, int peer, uint32_t tag);
 /* The frame state machine over the bytes already staged in rbuf
  * (rbuf[rpos..rend)), with no I/O: TCP_EV_NONE once it needs more bytes or
  * held a header back (rpaused set), else the event that stopped it. The

@@ -251,6 +251,7 @@ static const coll_provider_t tcp_provider = {
     .shrink = coll__tcp_shrink,
     .leave = tcp_leave,
     .kick = tcp_kick,
+    .probe = coll__tcp_probe,
     .hints = {.seg_bytes = TCP_SEGMENT_BYTES,
               .seg_crowded = TCP_SEGMENT_BYTES_CROWDED,
               .seg_large = TCP_SEGMENT_BYTES_LARGE},
