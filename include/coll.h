@@ -1006,6 +1006,21 @@ COLL_API coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
 COLL_API coll_status_t coll_recv(coll_comm_t *c, void *buf, size_t count,
                                  coll_dtype_t dt, int peer, uint32_t tag,
                                  size_t *received);
+/* A receive from any other rank: the first message on `tag` that arrives
+ * from any of them, received as coll_recv from that rank would (the same
+ * rules for *received and for a message longer than count). *source (may
+ * be NULL) is the rank it came from, written when the call returns COLL_OK
+ * or COLL_ERR_LENGTH_MISMATCH. Receives on one tag take messages in the
+ * order they were issued: a receive on the same tag issued after this one,
+ * from one rank or any, waits until this one was matched. When messages of
+ * several ranks wait, the rank after the one matched last on this comm goes
+ * first, so no sender is starved. Host memory; CPU comms over libcoll's own
+ * transports (in-process, TCP, shared memory). A third party's transport,
+ * device memory and NCCL comms are COLL_ERR_UNSUPPORTED; a comm of one rank
+ * is INVALID_ARG (no other rank can send). */
+COLL_API coll_status_t coll_recv_any(coll_comm_t *c, void *buf, size_t count,
+                                     coll_dtype_t dt, uint32_t tag, int *source,
+                                     size_t *received);
 /* Mixed precision: *agreed is the dtype every rank should reduce in (the
  * same on every rank): the shared one if all agree, else F64 if any rank
  * holds F64, else F32. CPU comms; NCCL comms: UNSUPPORTED. */
@@ -1021,6 +1036,49 @@ COLL_API coll_status_t coll_negotiate_dtype(coll_comm_t *c, coll_dtype_t local,
 COLL_API coll_status_t coll_federated_average(coll_comm_t *c, float *data,
                                               size_t count, int64_t deadline_ms,
                                               int *participants);
+
+/* Data movement between ranks (gather, scatter, all-to-all): the bytes are
+ * moved as they are, so any dtype serves; count is in elements of dt.
+ * Counts, dtype and root are agreed as for the collectives above. Device
+ * memory: NCCL comms only (sends and receives in one NCCL group); a CPU
+ * comm refuses it for these calls (COLL_ERR_UNSUPPORTED). */
+
+/* recv on `root` gets world blocks of count elements, rank r's send at
+ * r * count; recv may be NULL elsewhere and is never written there. In
+ * place on the root: send == recv + root * count. 0 <= root < world. */
+COLL_API coll_status_t coll_gather(coll_comm_t *c, const void *send, void *recv,
+                                   size_t count, coll_dtype_t dt, int root,
+                                   void *stream);
+/* `root`'s send holds world blocks of count elements; rank r gets block r
+ * in recv. send may be NULL off the root and is never read there. In
+ * place on the root: recv == send + root * count. 0 <= root < world. */
+COLL_API coll_status_t coll_scatter(coll_comm_t *c, const void *send,
+                                    void *recv, size_t count, coll_dtype_t dt,
+                                    int root, void *stream);
+/* send holds world blocks of count elements, block r for rank r; recv gets
+ * world blocks, block r from rank r. There is no in-place form (as with
+ * NCCL): send and recv must not overlap (INVALID_ARG). */
+COLL_API coll_status_t coll_alltoall(coll_comm_t *c, const void *send,
+                                     void *recv, size_t count, coll_dtype_t dt,
+                                     void *stream);
+/* All-to-all with a count and a displacement per rank, in elements of dt:
+ * send_counts[r] elements at send + send_displs[r] go to rank r, and
+ * recv_counts[r] elements from rank r land at recv + recv_displs[r]. The
+ * four arrays hold world entries each and are read during the call only.
+ * Rank i's send_counts[j] must equal rank j's recv_counts[i]: on CPU comms
+ * a pair that differs is COLL_ERR_LENGTH_MISMATCH on every rank, naming
+ * the pair to the rank that received it (nothing is written past a
+ * block's count; the comm keeps working); NCCL comms get NCCL's behaviour.
+ * Send blocks may overlap each other (one block sent to several ranks);
+ * receive blocks may not overlap each other or any send block, and every
+ * block must lie within memory (INVALID_ARG). allgatherv is this call
+ * with every send_displs[r] the same. */
+COLL_API coll_status_t coll_alltoallv(coll_comm_t *c, const void *send,
+                                      const size_t *send_counts,
+                                      const size_t *send_displs, void *recv,
+                                      const size_t *recv_counts,
+                                      const size_t *recv_displs,
+                                      coll_dtype_t dt, void *stream);
 
 /* Nonblocking forms: the same arguments and rules, plus *req, the request
  * (NULL on failure, when nothing was issued), freed by coll_wait(). Each
@@ -1062,6 +1120,10 @@ COLL_API coll_status_t coll_isend(coll_comm_t *c, const void *buf, size_t count,
 COLL_API coll_status_t coll_irecv(coll_comm_t *c, void *buf, size_t count,
                                   coll_dtype_t dt, int peer, uint32_t tag,
                                   size_t *received, coll_request_t **req);
+COLL_API coll_status_t coll_irecv_any(coll_comm_t *c, void *buf, size_t count,
+                                      coll_dtype_t dt, uint32_t tag,
+                                      int *source, size_t *received,
+                                      coll_request_t **req);
 COLL_API coll_status_t coll_inegotiate_dtype(coll_comm_t *c, coll_dtype_t local,
                                              coll_dtype_t *agreed,
                                              coll_request_t **req);
@@ -1070,6 +1132,24 @@ COLL_API coll_status_t coll_ifederated_average(coll_comm_t *c, float *data,
                                                int64_t deadline_ms,
                                                int *participants,
                                                coll_request_t **req);
+COLL_API coll_status_t coll_igather(coll_comm_t *c, const void *send,
+                                    void *recv, size_t count, coll_dtype_t dt,
+                                    int root, void *stream,
+                                    coll_request_t **req);
+COLL_API coll_status_t coll_iscatter(coll_comm_t *c, const void *send,
+                                     void *recv, size_t count, coll_dtype_t dt,
+                                     int root, void *stream,
+                                     coll_request_t **req);
+COLL_API coll_status_t coll_ialltoall(coll_comm_t *c, const void *send,
+                                      void *recv, size_t count, coll_dtype_t dt,
+                                      void *stream, coll_request_t **req);
+COLL_API coll_status_t coll_ialltoallv(coll_comm_t *c, const void *send,
+                                       const size_t *send_counts,
+                                       const size_t *send_displs, void *recv,
+                                       const size_t *recv_counts,
+                                       const size_t *recv_displs,
+                                       coll_dtype_t dt, void *stream,
+                                       coll_request_t **req);
 
 /* Waits for a request, frees it (always, whatever it returns) and returns
  * its status, with its error text in coll_last_error(). Blocks until the

@@ -11,6 +11,7 @@ import math
 import weakref
 
 from . import _buffers, _errors, _types
+from ._exchange import ExchangeMixin
 from ._handles import AbortHandle, Request, _RequestState
 from ._lib import Buffer, lib
 
@@ -41,7 +42,7 @@ class _CommState:
         return err
 
 
-class Comm:
+class Comm(ExchangeMixin):
     """One rank of a communicator. Use it from one thread at a time; the
     abort handle (abort_handle()) is the part any thread may use. Destroy
     it with destroy() or a `with` block; one that is garbage collected is

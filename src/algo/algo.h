@@ -214,6 +214,34 @@ coll_status_t coll__reduce_ring(const coll_algo_ctx_t *ctx, void *buf,
                                 int root);
 coll_status_t coll__barrier(const coll_algo_ctx_t *ctx);
 
+/* Gather (gather.c): every rank's `block` bytes at mine go to comm rank
+ * root, which receives rank r's into buf + r * block (its own block it
+ * places itself; mine is not read there). */
+coll_status_t coll__gather(const coll_algo_ctx_t *ctx, const void *mine,
+                           void *buf, size_t block, int root);
+/* Scatter: root's buf holds a block of `block` bytes per comm rank; rank r
+ * receives block r into mine (the root places its own). */
+coll_status_t coll__scatter(const coll_algo_ctx_t *ctx, const void *buf,
+                            void *mine, size_t block, int root);
+
+/* One rank's blocks of an all-to-all, indexed by comm rank: send[r] and
+ * send_bytes[r] go to rank r; from rank r, recv_bytes[r] are expected at
+ * recv[r]. A block's pointer may be NULL when its length is 0. */
+typedef struct coll_a2a {
+  const void *const *send;
+  const size_t *send_bytes;
+  void *const *recv;
+  const size_t *recv_bytes;
+} coll_a2a_t;
+/* All-to-all (alltoall.c), this rank's own block copied. A block that
+ * arrives longer or shorter than expected (the callers' counts differ) is
+ * consumed, nothing is written past recv_bytes, and the run goes on: then
+ * COLL_ERR_LENGTH_MISMATCH naming the first such block, its sender in
+ * *bad_from (-1 otherwise), with the transport still up. Any other
+ * failure is fatal, as for every algorithm. */
+coll_status_t coll__alltoallv(const coll_algo_ctx_t *ctx, const coll_a2a_t *a,
+                              int *bad_from);
+
 /* Federated averaging with a deadline (coll_federated_average): rank 0
  * averages its own data and the contributions that arrive before
  * deadline_ms (absolute, like the context's), and sends the mean and the

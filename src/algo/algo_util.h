@@ -25,6 +25,8 @@ enum {
   ALGO_PH_SHM = 8,   /* sends nothing: its errors' runs only */
   ALGO_PH_PROBE = 9, /* the link probe at creation (link_probe.c) */
   ALGO_PH_RH = 10,   /* halving-doubling allreduce */
+  ALGO_PH_SCATTER = 11,
+  ALGO_PH_ALLTOALL = 12,
   /* Federated average: its tags count its own rounds instead of the comm's
    * collectives (a late contribution is matched by round), so its phases
    * sit at the top, clear of every other algorithm's. */

@@ -32,7 +32,7 @@ static void put(out_t *o, const char *fmt, ...) {
 }
 
 static const char *kind_name(int kind) {
-  if (kind < COLL_WORK_ALLREDUCE || kind > COLL_WORK_FEDAVG) return "call";
+  if (kind < COLL_WORK_ALLREDUCE || kind > COLL_WORK_KIND_LAST) return "call";
   return coll__work_name((coll_work_kind_t)kind);
 }
 
@@ -42,6 +42,10 @@ static void put_call(out_t *o, const coll_pos_snap_t *p) {
 }
 
 static void put_p2p(out_t *o, const coll_pos_snap_t *p) {
+  if (p->p2p == COLL_POS_P2P_RECV && p->p2p_peer < 0) {
+    put(o, "recv from any rank (tag %u)", p->p2p_tag);
+    return;
+  }
   put(o, "%s %s rank %d (tag %u)",
       p->p2p == COLL_POS_P2P_SEND ? "send" : "recv",
       p->p2p == COLL_POS_P2P_SEND ? "to" : "from", p->p2p_peer, p->p2p_tag);

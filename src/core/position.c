@@ -100,5 +100,6 @@ void coll__pos_read(const coll_pos_t *p, coll_pos_snap_t *out) {
   out->root = (int)(uint32_t)(meta >> 32) - 1;
   out->p2p = (int)(w >> 56);
   out->p2p_peer = (int)(w >> 32 & 0xffffff);
+  if (out->p2p_peer == 0xffffff) out->p2p_peer = -1; /* from any rank */
   out->p2p_tag = (uint32_t)w;
 }

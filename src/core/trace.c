@@ -115,6 +115,11 @@ static void describe(const coll_work_t *w, coll_trace_entry_t *e) {
       e->dtype = -1;
       e->count = 0;
       break;
+    case COLL_WORK_GATHER:
+    case COLL_WORK_SCATTER: e->root = w->root; break;
+    case COLL_WORK_ALLTOALL:
+      if (w->nbufs > 0) e->count = 0; /* per rank: none to show */
+      break;
     case COLL_WORK_ALLGATHER:
     case COLL_WORK_FEDAVG: break;
   }

@@ -19,12 +19,18 @@ const char *coll__work_name(coll_work_kind_t k) {
     case COLL_WORK_RECV: return "recv";
     case COLL_WORK_NEGOTIATE: return "negotiate_dtype";
     case COLL_WORK_FEDAVG: return "federated_average";
+    case COLL_WORK_GATHER: return "gather";
+    case COLL_WORK_SCATTER: return "scatter";
+    case COLL_WORK_ALLTOALL: return "alltoall";
   }
   return "collective";
 }
 
 const char *coll__work_what(const coll_work_t *w) {
   if (w->kind == COLL_WORK_ALLREDUCE && w->batch) return "allreduce_batch";
+  if (w->kind == COLL_WORK_ALLTOALL && w->nbufs > 0) return "alltoallv";
+  if (w->kind == COLL_WORK_RECV && w->root == COLL_WORK_ANY_SOURCE)
+    return "recv_any";
   return coll__work_name(w->kind);
 }
 

@@ -22,12 +22,21 @@ typedef enum coll_work_kind {
   COLL_WORK_SEND,
   COLL_WORK_RECV,
   COLL_WORK_NEGOTIATE,
-  COLL_WORK_FEDAVG
+  COLL_WORK_FEDAVG,
+  COLL_WORK_GATHER,
+  COLL_WORK_SCATTER,
+  /* bufs[0..world): the block for each rank; bufs[world..2 world): the
+   * block from each (alltoallv, and alltoall with nbufs 0: count each) */
+  COLL_WORK_ALLTOALL
 } coll_work_kind_t;
+/* The last kind, for tables indexed by kind. */
+#define COLL_WORK_KIND_LAST COLL_WORK_ALLTOALL
 
 const char *coll__work_name(coll_work_kind_t k); /* "allreduce", ... */
 
 #define COLL_WORK_INLINE_BUFS 4
+/* The peer of a receive that takes the first message from any rank. */
+#define COLL_WORK_ANY_SOURCE (-1)
 
 typedef struct coll_work {
   coll_work_kind_t kind;
@@ -38,9 +47,11 @@ typedef struct coll_work {
   size_t count;     /* elements (per rank for allgather/reduce_scatter) */
   coll_dtype_t dtype;
   coll_op_t op;
-  int root;             /* broadcast, reduce; peer for send/recv */
+  int root;             /* broadcast, reduce, gather, scatter; peer for
+                           send/recv (recv: COLL_WORK_ANY_SOURCE) */
   uint32_t tag;         /* send/recv */
   size_t *received;     /* recv: elements that arrived (may be NULL) */
+  int *source;          /* recv from any source: the rank it came from */
   float factor;         /* premul_sum */
   int64_t deadline_ms;  /* fedavg: relative deadline */
   int *participants;    /* fedavg out (may be NULL) */

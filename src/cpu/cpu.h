@@ -43,6 +43,12 @@ typedef struct coll_cpu {
    * or an earlier send of the pair and tag still waiting), in issue order.
    * Touched only by the thread that uses the comm (p2p.c). */
   p2p_req_t *unposted;
+  /* Host receives not yet handed to the transport: a receive from any
+   * source until a probe finds its sender, and receives on its tag issued
+   * after it, in issue order; and the rank a receive from any source
+   * probes first (the one after the last it matched). Same thread. */
+  p2p_req_t *unmatched;
+  int any_next;
 
   /* Sticky failure (guarded by mu: point-to-point calls on the user's
    * thread and the worker both set and read it). */

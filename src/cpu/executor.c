@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "cpu/exec.h"
 #include "cpu/req.h"
+#include "cuda/staging.h"
 
 static coll_status_t req_wait(coll_request_t *r);
 static coll_status_t req_test(coll_request_t *r, int *done);
@@ -87,6 +88,14 @@ coll_status_t coll__cpu_submit(coll_comm_t *c, const coll_work_t *w,
   cpu_req_t *r = NULL;
   if (w->kind == COLL_WORK_SEND || w->kind == COLL_WORK_RECV)
     return coll__cpu_p2p_submit(cpu, w, blocking, req);
+  if ((w->kind == COLL_WORK_GATHER || w->kind == COLL_WORK_SCATTER ||
+       w->kind == COLL_WORK_ALLTOALL) &&
+      coll__work_on_device(w))
+    return coll__err(COLL_ERR_UNSUPPORTED,
+                     "%s: device memory on a CPU comm is staged for the "
+                     "reductions, broadcast and allgather only; pass host "
+                     "memory, or use an NCCL comm",
+                     coll__work_what(w));
   COLL_CHECK(req_new(cpu, w, &r));
   uv_mutex_lock(&cpu->mu);
   if (blocking && cpu->head == NULL && !cpu->busy) {

@@ -13,5 +13,7 @@ coll_status_t coll__cpu_rooted(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_gather_scatter(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_negotiate(coll_cpu_t *cpu, const coll_work_t *w);
 coll_status_t coll__cpu_fedavg(coll_cpu_t *cpu, const coll_work_t *w);
+/* Gather, scatter and all-to-all (exchange.c). */
+coll_status_t coll__cpu_exchange(coll_cpu_t *cpu, const coll_work_t *w);
 
 #endif

@@ -4,8 +4,11 @@
  * reaches the transport only once its copy into pinned memory completed;
  * a later send to the same peer on the same tag waits for its turn, so the
  * messages of a pair and tag still arrive in the order they were issued.
- * Requests are moved on by every point-to-point call of the comm (submit,
- * coll_test, coll_wait), never by a thread of their own. */
+ * A receive from any source waits unposted until the transport's probe
+ * finds a message for it, and is then posted to that sender; receives on
+ * its tag issued after it wait behind it, so receives on a tag match in
+ * issue order. Requests are moved on by every point-to-point call of the
+ * comm (submit, coll_test, coll_wait), never by a thread of their own. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +33,7 @@ struct p2p_req {
   coll_work_t work;
   int64_t deadline_ms;
   int posted; /* the transport request was made */
+  int any;    /* a receive from any source (work.root set once matched) */
   int done;
   coll_status_t status;
   char msg[COLL_ERRMSG_MAX];
@@ -59,10 +63,29 @@ static void queue_push(coll_cpu_t *cpu, p2p_req_t *r) {
 }
 
 static void queue_remove(coll_cpu_t *cpu, p2p_req_t *r) {
-  p2p_req_t **pp = &cpu->unposted;
+  p2p_req_t **pp =
+      r->work.kind == COLL_WORK_SEND ? &cpu->unposted : &cpu->unmatched;
   while (*pp != NULL && *pp != r) pp = &(*pp)->q_next;
   if (*pp == r) *pp = r->q_next;
   r->q_next = NULL;
+}
+
+/* The unmatched receives, in issue order (same thread as above). */
+static void unmatched_push(coll_cpu_t *cpu, p2p_req_t *r) {
+  p2p_req_t **pp = &cpu->unmatched;
+  while (*pp != NULL) pp = &(*pp)->q_next;
+  r->q_next = NULL;
+  *pp = r;
+}
+
+/* 1 if an earlier receive on `tag` is still unmatched (stop at r, or
+ * look at them all when r is NULL). */
+static int recv_behind(const coll_cpu_t *cpu, const p2p_req_t *r,
+                       uint32_t tag) {
+  const p2p_req_t *q;
+  for (q = cpu->unmatched; q != NULL && q != r; q = q->q_next)
+    if (q->work.tag == tag) return 1;
+  return 0;
 }
 
 /* 1 if an earlier send to r's peer on r's tag is still unposted. */
@@ -90,6 +113,9 @@ static coll_status_t post(p2p_req_t *r) {
 static coll_status_t conclude(p2p_req_t *r, coll_status_t s, size_t len) {
   const coll_work_t *w = &r->work;
   size_t es = coll_dtype_size(w->dtype);
+  if (w->kind == COLL_WORK_RECV && w->source != NULL &&
+      (s == COLL_OK || s == COLL_ERR_LENGTH_MISMATCH))
+    *w->source = w->root;
   if (s == COLL_OK && w->kind == COLL_WORK_RECV) {
     if (len % es != 0)
       s = coll__err(COLL_ERR_LENGTH_MISMATCH,
@@ -128,11 +154,47 @@ static void settle(p2p_req_t *r, coll_status_t s) {
   r->done = 1;
 }
 
+/* The rank a message on `tag` waits from, probing from the one after the
+ * rank matched last; -1 if none. Never waits. */
+static int find_source(coll_cpu_t *cpu, uint32_t tag) {
+  int n = cpu->comm->world, k;
+  for (k = 0; k < n; k++) {
+    int p = (cpu->any_next + k) % n;
+    if (p == cpu->comm->rank || !coll__t_probe(cpu->t, p, tag)) continue;
+    cpu->any_next = (p + 1) % n;
+    return p;
+  }
+  return -1;
+}
+
+/* Hands every unmatched receive whose turn came to the transport: none
+ * before it on its tag is still unmatched, and a receive from any source
+ * has found its sender. Never blocks. */
+static void drive_recvs(coll_cpu_t *cpu) {
+  p2p_req_t *r, *next;
+  for (r = cpu->unmatched; r != NULL; r = next) {
+    coll_status_t s;
+    next = r->q_next;
+    if (recv_behind(cpu, r, r->work.tag)) continue;
+    if (r->any) {
+      int from = find_source(cpu, r->work.tag);
+      if (from < 0) continue;
+      r->work.root = from;
+    }
+    s = post(r);
+    if (s != COLL_OK)
+      settle(r, conclude(r, s, 0));
+    else
+      queue_remove(cpu, r);
+  }
+}
+
 /* Hands every unposted send whose turn came to the transport: its copy
  * completed (device memory) and no earlier send to the same peer and tag
- * is still waiting. Never blocks. */
+ * is still waiting; then the unmatched receives. Never blocks. */
 static void drive(coll_cpu_t *cpu) {
   p2p_req_t *r, *next;
+  if (cpu->unmatched != NULL) drive_recvs(cpu);
   for (r = cpu->unposted; r != NULL; r = next) {
     coll_status_t s;
     size_t len = 0;
@@ -184,6 +246,11 @@ static coll_status_t give_up(p2p_req_t *r, coll_status_t s) {
   if (s == COLL_ERR_ABORTED)
     coll__err(s, "%s: the comm (%s) was aborted", send ? "send" : "recv",
               cpu->comm->name);
+  else if (r->any && !r->posted)
+    coll__err(s,
+              "recv from any rank (tag %u): no message within the comm's "
+              "timeout (%lld ms)",
+              w->tag, (long long)cpu->comm->timeout_ms);
   else
     coll__err(s,
               "%s rank %d (tag %u): not complete within the comm's timeout "
@@ -225,7 +292,8 @@ static int64_t wait_slice(const p2p_req_t *r) {
   int64_t left;
   int in_transport =
       r->sp != NULL ? coll__staged_p2p_in_transport(r->sp) : r->posted;
-  if (r->cpu->unposted != NULL || !in_transport) return 0;
+  if (r->cpu->unposted != NULL || r->cpu->unmatched != NULL || !in_transport)
+    return 0;
   left = coll__remaining_ms(r->deadline_ms);
   return left < 0 || left > WAIT_SLICE_MS ? WAIT_SLICE_MS : left;
 }
@@ -244,9 +312,25 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
                                    int blocking, coll_request_t **req) {
   p2p_req_t *r;
   coll_status_t s = COLL_OK;
-  const char *what = coll__work_name(w->kind);
+  const char *what = coll__work_what(w);
+  int any = w->kind == COLL_WORK_RECV && w->root == COLL_WORK_ANY_SOURCE;
+  int held = w->kind == COLL_WORK_RECV && recv_behind(cpu, NULL, w->tag);
   (void)blocking;
   COLL_CHECK(coll__cpu_check_usable(cpu, what));
+  if (any && !coll__t_can_probe(cpu->t))
+    return coll__err(COLL_ERR_UNSUPPORTED,
+                     "%s: the comm's transport cannot receive from any "
+                     "source (libcoll's own in-process, TCP and "
+                     "shared-memory transports can)",
+                     what);
+  if ((any || held) && coll__work_on_device(w))
+    return coll__err(COLL_ERR_UNSUPPORTED,
+                     "%s: %s into device memory on a CPU comm; receive into "
+                     "host memory",
+                     what,
+                     any ? "a receive from any source"
+                         : "a receive that waits behind a receive from any "
+                           "source on its tag");
   r = calloc(1, sizeof *r);
   if (r == NULL)
     return coll__err(COLL_ERR_NO_MEMORY, "%s: out of memory", what);
@@ -255,8 +339,11 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
   r->work = *w;
   r->work.bufs = NULL;
   r->deadline_ms = coll__deadline(cpu->comm->timeout_ms);
+  r->any = any;
   /* Everything here only posts: we are under the issue guard. */
-  if (coll__work_on_device(w)) {
+  if (any || held) {
+    /* drive() posts it once its turn came */
+  } else if (coll__work_on_device(w)) {
     s = coll__staged_p2p_start(cpu->t, w, &r->sp);
     if (s == COLL_OK) r->posted = coll__staged_p2p_posted(r->sp);
   } else if (w->kind == COLL_WORK_RECV || cpu->unposted == NULL) {
@@ -273,6 +360,7 @@ coll_status_t coll__cpu_p2p_submit(coll_cpu_t *cpu, const coll_work_t *w,
   cpu->p2p = r;
   uv_mutex_unlock(&cpu->mu);
   if (w->kind == COLL_WORK_SEND && !r->posted) queue_push(cpu, r);
+  if (any || held) unmatched_push(cpu, r);
   drive(cpu);
   *req = &r->hdr;
   return COLL_OK;
@@ -325,6 +413,7 @@ void coll__cpu_p2p_reap_all(coll_cpu_t *cpu) {
   cpu->p2p = NULL;
   uv_mutex_unlock(&cpu->mu);
   cpu->unposted = NULL;
+  cpu->unmatched = NULL;
   while (r != NULL) {
     p2p_req_t *next = r->next;
     if (r->sp != NULL) {

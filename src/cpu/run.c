@@ -18,6 +18,9 @@ static coll_status_t run_host(void *arg, const coll_work_t *w) {
     case COLL_WORK_REDUCE_SCATTER: return coll__cpu_gather_scatter(cpu, w);
     case COLL_WORK_NEGOTIATE: return coll__cpu_negotiate(cpu, w);
     case COLL_WORK_FEDAVG: return coll__cpu_fedavg(cpu, w);
+    case COLL_WORK_GATHER:
+    case COLL_WORK_SCATTER:
+    case COLL_WORK_ALLTOALL: return coll__cpu_exchange(cpu, w);
     case COLL_WORK_SEND:
     case COLL_WORK_RECV: break;
   }
@@ -60,10 +63,12 @@ static coll_status_t run_work(coll_cpu_t *cpu, const coll_work_t *w) {
 static coll_status_t run_at(coll_cpu_t *cpu, const coll_work_t *w) {
   coll_pos_t *pos = coll__t_position(cpu->t);
   coll_status_t s;
-  coll__pos_enter(pos, (int)w->kind, (int)w->op, (int)w->dtype, w->count,
-                  w->kind == COLL_WORK_BROADCAST || w->kind == COLL_WORK_REDUCE
-                      ? w->root
-                      : -1);
+  coll__pos_enter(
+      pos, (int)w->kind, (int)w->op, (int)w->dtype, w->count,
+      w->kind == COLL_WORK_BROADCAST || w->kind == COLL_WORK_REDUCE ||
+              w->kind == COLL_WORK_GATHER || w->kind == COLL_WORK_SCATTER
+          ? w->root
+          : -1);
   s = run_work(cpu, w);
   /* A fatal failure leaves the comm unusable where it stopped: peers that
    * time out later still see this rank in the call it failed in. */

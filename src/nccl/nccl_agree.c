@@ -63,10 +63,17 @@ static void describe(const coll_work_t *w, int64_t *row) {
                       w->kind == COLL_WORK_REDUCE_SCATTER
                   ? w->op
                   : 0;
-  row[F_ROOT] = w->kind == COLL_WORK_BROADCAST || w->kind == COLL_WORK_REDUCE
+  row[F_ROOT] = w->kind == COLL_WORK_BROADCAST || w->kind == COLL_WORK_REDUCE ||
+                        w->kind == COLL_WORK_GATHER ||
+                        w->kind == COLL_WORK_SCATTER
                     ? w->root
                     : 0;
   row[F_NBUFS] = (int64_t)w->nbufs;
+  /* An alltoallv's blocks differ by rank: only its dtype is shared. */
+  if (w->kind == COLL_WORK_ALLTOALL && w->nbufs > 0) {
+    row[F_NBUFS] = 1;
+    return;
+  }
   for (i = 0; i < w->nbufs; i++) {
     h = (h ^ (uint64_t)w->bufs[i].count) * 1099511628211ull;
     h = (h ^ (uint64_t)w->bufs[i].dtype) * 1099511628211ull;

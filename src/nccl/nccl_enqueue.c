@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "nccl/nccl_comm.h"
+#include "nccl/nccl_exchange.h"
 
 /* NCCL 2.10 brought bfloat16 and ncclAvg; 2.11 pre-multiplied sums. */
 #define NCCL_V2_10 21000
@@ -110,6 +111,10 @@ static coll_status_t map_work(coll_nccl_be_t *be, const coll_work_t *w,
       }
       return COLL_OK;
     case COLL_WORK_BARRIER: return COLL_OK;
+    case COLL_WORK_GATHER:
+    case COLL_WORK_SCATTER:
+    case COLL_WORK_ALLTOALL:
+      return coll__nccl_map_exchange(be, w, &m->one, what);
     case COLL_WORK_NEGOTIATE:
     case COLL_WORK_FEDAVG:
       return coll__err(COLL_ERR_UNSUPPORTED,
@@ -198,6 +203,10 @@ static ncclResult_t calls(coll_nccl_be_t *be, const coll_work_t *w,
       return t->nccl_reduce(w->send,
                             w->recv != NULL ? w->recv : (void *)w->send,
                             w->count, m->one, m->op, w->root, be->nc, st);
+    case COLL_WORK_GATHER:
+    case COLL_WORK_SCATTER:
+    case COLL_WORK_ALLTOALL:
+      return coll__nccl_exchange_calls(be, w, m->one, st);
     default: return ncclInvalidUsage;
   }
 }

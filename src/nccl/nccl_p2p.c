@@ -18,6 +18,10 @@ coll_status_t coll__nccl_p2p_queue(coll_nccl_be_t *be, const coll_work_t *w,
                                    coll_request_t **out) {
   const char *what = coll__work_name(w->kind);
   coll_nccl_req_t *r;
+  if (w->kind == COLL_WORK_RECV && w->root == COLL_WORK_ANY_SOURCE)
+    return coll__err(COLL_ERR_UNSUPPORTED,
+                     "recv_any: NCCL receives from a named rank only; use a "
+                     "CPU comm to receive from any source");
   if (w->tag != 0)
     return coll__err(COLL_ERR_UNSUPPORTED,
                      "%s: tag %u on an NCCL comm: NCCL carries no tags "
