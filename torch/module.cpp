@@ -45,6 +45,13 @@ PYBIND11_MODULE(_coll_torch, m) {
            // The rendezvous waits for the other ranks.
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("comm_backend",
-                             &coll_torch::ProcessGroupColl::commBackend);
+                             &coll_torch::ProcessGroupColl::commBackend)
+      // As torch's own groups answer it: the backend's name and the
+      // timeout calls default to.
+      .def_property_readonly(
+          "options", [](const coll_torch::ProcessGroupColl &pg) {
+            return c10::make_intrusive<c10d::ProcessGroup::Options>(
+                "coll", pg.timeout());
+          });
   m.def("version", &coll_version, "libcoll's version, as coll_version()");
 }

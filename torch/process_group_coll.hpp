@@ -3,9 +3,7 @@
 // comm, with Work objects that libcoll's nonblocking calls complete.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
 #include <condition_variable>
@@ -19,51 +17,22 @@
 
 #include <coll.h>
 
+#include "compat.hpp"
+#include "tensors.hpp"
+#include "work.hpp"
+
 namespace coll_torch {
 
-// The comm's abort handle, shared by the process group and its Work
-// objects, so a Work can abort the comm even after the group is gone
-// (coll_abort on a destroyed comm's handle is a no-op).
-using AbortHandle = std::shared_ptr<coll_abort_handle_t>;
-
-// One collective or point-to-point call. wait() waits at most the call's
-// timeout; when it expires it aborts the comm (every rank then fails
-// instead of hanging) and throws. The future completes with the output
-// tensors, or with the error.
-class CollWork : public c10d::Work {
- public:
-  CollWork(int rank, c10d::OpType type, const char *name,
-           std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
-           AbortHandle abort);
-
-  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  void abort() override;
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    return future_;
-  }
-
-  // Ends the work: success when eptr is null. Called once, by the group's
-  // progress thread (or by the issuing thread when the call was refused).
-  void complete(std::exception_ptr eptr);
-
-  const char *name() const { return name_; }
-
- private:
-  const char *name_;
-  std::vector<at::Tensor> outputs_;
-  std::chrono::milliseconds timeout_;
-  AbortHandle abort_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// A libcoll call waiting to be issued or to end. issue() runs on the
-// progress thread; done() runs there after the call succeeded (copies out
-// of staging buffers) and may throw.
+// A libcoll call waiting to be issued or to end, run by the group's
+// progress thread. A call is either one nonblocking libcoll call (`issue`,
+// then `done` once it succeeded: copies out of staging buffers, checks;
+// it may throw) or a sequence of blocking ones (`run`: the composite
+// calls, as a sparse allreduce's metadata, then data, then the sum).
 struct CollJob {
   std::function<coll_status_t(coll_comm_t *, coll_request_t **, size_t *)>
       issue;
   std::function<void(size_t received)> done;
+  std::function<void(coll_comm_t *)> run;
   c10::intrusive_ptr<CollWork> work;
   bool p2p = false;
   coll_request_t *req = nullptr;
@@ -75,7 +44,7 @@ struct CollJob {
 // a locked queue. Collectives end in issue order, so the thread waits for
 // the oldest; point-to-point calls may end in any order, so while one is
 // the oldest the thread polls instead and keeps issuing.
-class ProcessGroupColl : public c10d::ProcessGroup {
+class ProcessGroupColl : public Base {
  public:
   // Meets the other ranks through `store` (torch's, as init_process_group
   // hands it over) and builds the comm; timeout bounds that and, by
@@ -93,6 +62,13 @@ class ProcessGroupColl : public c10d::ProcessGroup {
   const std::string getBackendName() const override { return "coll"; }
   // "cpu" or "nccl": which libcoll backend the comm runs on.
   std::string commBackend() const;
+  // The timeout calls default to (init_process_group's).
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Point-to-point tags of the group's own (monitoredBarrier's); a user's
+  // send or recv on them is refused.
+  static constexpr int kTagBarrierIn = 0x7ffffffe;
+  static constexpr int kTagBarrierOut = 0x7fffffff;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor> &tensors,
@@ -114,6 +90,18 @@ class ProcessGroupColl : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> _allgather_base(
       at::Tensor &output, at::Tensor &input,
       const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>> &outputs,
+      std::vector<at::Tensor> &inputs,
+      const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>> &outputs,
+      std::vector<at::Tensor> &inputs,
+      const c10d::GatherOptions &opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor> &outputs,
+      std::vector<std::vector<at::Tensor>> &inputs,
+      const c10d::ScatterOptions &opts = c10d::ScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
       std::vector<at::Tensor> &outputs,
       std::vector<std::vector<at::Tensor>> &inputs,
@@ -123,8 +111,18 @@ class ProcessGroupColl : public c10d::ProcessGroup {
       at::Tensor &output, at::Tensor &input,
       const c10d::ReduceScatterOptions &opts =
           c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor &output, at::Tensor &input,
+      std::vector<int64_t> &outputSplitSizes,
+      std::vector<int64_t> &inputSplitSizes,
+      const c10d::AllToAllOptions &opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+      const c10d::AllToAllOptions &opts = c10d::AllToAllOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions &opts = c10d::BarrierOptions()) override;
+  void monitoredBarrier(const c10d::BarrierOptions &opts,
+                        bool waitAllRanks = false) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src,
@@ -135,7 +133,30 @@ class ProcessGroupColl : public c10d::ProcessGroup {
  private:
   std::chrono::milliseconds timeoutOf(std::chrono::milliseconds t) const;
   void checkDevice(const at::Tensor &t, const char *what) const;
+  void checkTag(int tag, const char *what) const;
+  std::unique_ptr<CollJob> newJob(c10d::OpType type, const char *name,
+                                  const char *title,
+                                  const std::vector<at::Tensor> &inputs,
+                                  std::vector<at::Tensor> outputs,
+                                  std::chrono::milliseconds timeout) const;
   c10::intrusive_ptr<c10d::Work> submit(std::unique_ptr<CollJob> job);
+  // A reduction libcoll has no op for: every rank's data gathered, then
+  // combined here (fallback.cpp). `root` < 0: every rank keeps the result.
+  c10::intrusive_ptr<c10d::Work> foldReduce(const char *what, const char *title,
+                                            c10d::OpType type, at::Tensor t,
+                                            const ReducePlan &plan, int root,
+                                            std::chrono::milliseconds timeout);
+  // reduce_scatter of one flat input (the list form's, concatenated).
+  c10::intrusive_ptr<c10d::Work> reduceScatterFlat(
+      const char *what, const at::Tensor &output, const at::Tensor &input,
+      const c10d::ReduceScatterOptions &opts);
+  c10::intrusive_ptr<c10d::Work> sparseAllreduce(
+      at::Tensor t, const c10d::AllreduceOptions &opts);
+  // The p2p calls, with the group's own tags allowed (monitoredBarrier).
+  c10::intrusive_ptr<CollWork> sendTagged(const at::Tensor &t, int dst,
+                                          int tag);
+  c10::intrusive_ptr<CollWork> recvTagged(const at::Tensor &t, int src,
+                                          int tag);
   void progressLoop();
   void issue(std::unique_ptr<CollJob> job);
   void retire(std::unique_ptr<CollJob> job);

@@ -33,20 +33,16 @@ def expect(name, words, call):
 
 f32 = torch.ones(8)
 for op in (R.BAND, R.BOR, R.BXOR):
-    expect("allreduce %s" % op, ["coll: allreduce", "bitwise"],
+    expect("allreduce %s on floats" % op, ["coll: allreduce",
+                                           "non-integral dtype"],
            lambda op=op: dist.all_reduce(f32.clone(), op=op))
-expect("allreduce bool", ["coll: allreduce", "dtype Bool", "not supported"],
-       lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)))
-expect("allreduce int16", ["coll: allreduce", "dtype Short"],
-       lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)))
-expect("reduce_scatter bool", ["coll: reduce_scatter", "dtype Bool"],
-       lambda: dist.reduce_scatter(
-           torch.ones(2, dtype=torch.bool),
-           [torch.ones(2, dtype=torch.bool) for _ in range(world)]))
-expect("allreduce non-contiguous", ["coll: allreduce", "not contiguous"],
-       lambda: dist.all_reduce(torch.ones(4, 4).t()))
-expect("broadcast non-contiguous", ["coll: broadcast", "not contiguous"],
-       lambda: dist.broadcast(torch.ones(4, 4)[:, 1], src=0))
+expect("allreduce AVG on bool", ["coll: allreduce", "AVG", "bool"],
+       lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=R.AVG))
+expect("reduce MAX on complex", ["coll: reduce", "complex"],
+       lambda: dist.reduce(torch.ones(4, dtype=torch.complex64), dst=0,
+                           op=R.MAX))
+expect("sparse allreduce MAX", ["coll: allreduce", "sparse", "SUM"],
+       lambda: dist.all_reduce(torch.ones(2, 2).to_sparse(), op=R.MAX))
 expect("allgather mixed devices", ["coll: allgather", "different devices"],
        lambda: dist.all_gather([torch.ones(4), torch.ones(4, device="meta")],
                                torch.ones(4)))
@@ -76,8 +72,20 @@ expect("send to self", ["coll: send", "not another rank"],
        lambda: dist.send(f32.clone(), dst=rank))
 expect("send negative tag", ["coll: send", "negative"],
        lambda: dist.send(f32.clone(), dst=peer, tag=-1))
-expect("recv from any source", ["coll: recv from any source"],
-       lambda: dist.recv(f32.clone()))
+expect("send on the group's own tag", ["coll: send", "monitored_barrier"],
+       lambda: dist.send(f32.clone(), dst=peer, tag=2**31 - 1))
+# Refused on one rank alone: nothing is sent, so the other need not call.
+pg = dist.distributed_c10d._get_default_group()
+if rank == 1:
+    expect("gather output list off the root", ["coll: gather", "only the root"],
+           lambda: pg.gather([[torch.ones(1), torch.ones(1)]], [torch.ones(1)],
+                             dist.GatherOptions()))
+else:
+    expect("scatter list of the wrong length", ["coll: scatter", "list holds 1"],
+           lambda: dist.scatter(torch.ones(2), [torch.ones(2)], src=0))
+expect("all_to_all_single bad splits", ["coll: alltoall_base", "add up"],
+       lambda: dist.all_to_all_single(torch.empty(4), torch.ones(4),
+                                      [2, 2], [3, 3]))
 
 # Ranks that disagree (here on the dtype) fail on both ranks, from libcoll,
 # and the comm keeps working.
