@@ -8,7 +8,8 @@
  *                        MASTER_ADDR, MASTER_PORT from the launcher
  *   collectives          coll_allreduce, coll_broadcast, coll_allgather,
  *                        coll_reduce_scatter, coll_reduce, coll_barrier,
- *                        coll_send, coll_recv
+ *                        coll_gather, coll_scatter, coll_alltoall(v),
+ *                        coll_send, coll_recv, coll_recv_any
  *   nonblocking          coll_iallreduce ... then coll_wait or coll_test
  *   errors               a coll_status_t from every call; coll_last_error()
  *                        says what failed, where and which peer
