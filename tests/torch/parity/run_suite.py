@@ -4,7 +4,8 @@ size, each test in a process of its own with a time bound, several at
 once, and writes what each did as JSON.
 
     run_suite.py --backend coll --world 2 [--jobs 2] [--timeout 120]
-                 [--parity] [--out results.json] [--logs DIR] [test ...]
+                 [--parity] [--expect FILE] [--record FILE]
+                 [--out results.json] [--logs DIR] [test ...]
 
 Each test's process is forked from this one once torch and the suite are
 imported, in a process group of its own, so that a test that overruns
@@ -17,6 +18,14 @@ that gloo passes on CPU may fail, error, hang or skip on coll. A test its
 decorators skip is not run again: the decorators are gloo's, one and the
 same function for both backends, so gloo skips it too. To count both
 backends in full, run each with --out.
+
+--expect FILE (with --backend coll): FILE lists, per world size, the tests
+gloo passed with the installed torch (written by a gloo run with --record
+FILE). Only those run, on coll, and the run fails if any of them does not
+pass: the same verdict as --parity, in a third of the time, since the
+tests that skip on CPU (no GPU, another backend, another world size) and
+their second run on gloo are left out. Where FILE was recorded with
+another torch or lacks the world size, the run falls back to --parity.
 """
 import argparse
 import json
@@ -44,6 +53,12 @@ def parse():
     p.add_argument("--parity", action="store_true",
                    help="rerun on gloo what coll did not pass; fail if gloo "
                         "passes any of it")
+    p.add_argument("--expect", metavar="FILE",
+                   help="run on coll only what gloo passed (recorded in FILE "
+                        "by --record); fail if any of it does not pass")
+    p.add_argument("--record", metavar="FILE",
+                   help="(gloo) store the tests that passed in FILE, under "
+                        "this world size and torch's version")
     p.add_argument("tests", nargs="*", help="run only these tests")
     return p.parse_args()
 
@@ -152,6 +167,57 @@ def run_all(suite, names, args, logdir, label):
     return results
 
 
+def recorded_passes(path, world):
+    """The tests gloo passed at `world` ranks as FILE records them, or None
+    (with the reason printed) where they cannot stand for this torch."""
+    import torch
+
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except (OSError, ValueError) as e:
+        print("run_suite: %s: %s; running --parity instead" % (path, e))
+        return None
+    if rec.get("torch") != torch.__version__ or str(world) not in rec:
+        print("run_suite: %s holds gloo's passes for torch %s, worlds %s; "
+              "this is torch %s, world %d: running --parity instead" %
+              (path, rec.get("torch"), sorted(k for k in rec if k.isdigit()),
+               torch.__version__, world), flush=True)
+        return None
+    return rec[str(world)]
+
+
+def record_passes(path, world, results):
+    import torch
+
+    rec = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            rec = json.load(f)
+    if rec.get("torch") != torch.__version__:
+        rec = {}
+    rec["torch"] = torch.__version__
+    rec[str(world)] = sorted(n for n, r in results.items()
+                             if r["outcome"] == "pass")
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def expect_verdict(results, expected, world):
+    """0 if every test of `expected` passed on coll, else 1 with each
+    one's log."""
+    lost = [n for n in expected if results[n]["outcome"] != "pass"]
+    for n in lost:
+        print("PARITY: %s passes on gloo but is %s on coll; its log: %s" %
+              (n, results[n]["outcome"], results[n]["log"]), flush=True)
+        with open(results[n]["log"], errors="replace") as f:
+            print(f.read()[-3000:], flush=True)
+    print("parity w%d: of the %d tests gloo passes, coll passed %d" %
+          (world, len(expected), len(expected) - len(lost)), flush=True)
+    return 1 if lost else 0
+
+
 def main():
     args = parse()
     os.environ["WORLD_SIZE"] = str(args.world)
@@ -164,6 +230,19 @@ def main():
         return 77
 
     names = args.tests or suite.test_names()
+    expected = None
+    if args.expect and args.backend == "coll":
+        expected = recorded_passes(args.expect, args.world)
+        if expected is None:
+            args.parity = True
+        else:
+            unknown = sorted(set(expected) - set(names))
+            if unknown and not args.tests:
+                print("run_suite: %s names tests this torch lacks: %s" %
+                      (args.expect, unknown), file=sys.stderr)
+                return 2
+            names = [n for n in names if n in set(expected)]
+            expected = names
     if args.list:
         print("\n".join(names))
         return 0
@@ -176,7 +255,9 @@ def main():
     results = run_all(suite, names, args, os.path.join(logdir, args.backend),
                       args.backend)
     verdict = 0
-    if args.parity:
+    if expected is not None:
+        verdict = expect_verdict(results, expected, args.world)
+    elif args.parity:
         others = [n for n, r in sorted(results.items())
                   if r["outcome"] != "pass" and not suite.skipped_by_decorator(n)]
         os.makedirs(os.path.join(logdir, "gloo"), exist_ok=True)
@@ -196,6 +277,8 @@ def main():
                len(names) - passed - len(others), len(others), len(lost)),
               flush=True)
         verdict = 1 if lost else 0
+    if args.record and args.backend == "gloo":
+        record_passes(args.record, args.world, results)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"backend": args.backend, "world": args.world,
