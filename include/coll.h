@@ -94,10 +94,12 @@
  *    "rank 3 left (its comm was destroyed), seen by rank 0" (a destroy
  *    with a call in flight aborts first: as coll_abort).
  *  - rank 3 stopped, swapped out or wedged (TCP, shared memory):
- *    COLL_ERR_PEER_LOST, "rank 3 unresponsive for 10.0 s, seen by rank 0",
- *    within COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) plus 5 %. Its
- *    transport thread keeps beating (TCP: heartbeats on idle links), so a
- *    rank busy in its own code is never reported. With heartbeats off (0)
+ *    COLL_ERR_PEER_LOST, "rank 3 unresponsive for 10.3 s, seen by rank 0",
+ *    no sooner than COLL_HEARTBEAT_TIMEOUT_MS (default 10 s) of silence
+ *    this rank could watch, and within it plus 8 %; resumed, rank 3 names
+ *    itself. Its transport thread keeps beating (TCP: heartbeats on idle
+ *    links), so a rank busy in its own code is never reported. With
+ *    heartbeats off (0)
  *    the ranks waiting on it time out at the comm's timeout
  *    (COLL_ERR_TIMEOUT), and the ranks they end report COLL_ERR_TIMEOUT,
  *    "rank 1 timed out in a collective, seen by rank 0", naming the first

@@ -23,10 +23,11 @@
  * a knob of core/env.h): a peer silent this long while a call waits on it
  * is unresponsive; 0: no heartbeats. Any thread. */
 int64_t coll__hb_timeout_ms(void);
-/* How often a provider beats and judges silence: a twentieth of the
- * timeout (at least 1 ms), so a silence is judged within 5 % of it. */
+/* How often a provider beats and judges silence: a fiftieth of the
+ * timeout (at least 1 ms), so that a silence is judged within 10 % of it
+ * however the beats and the ticks fall (common/silence.h). */
 static inline int64_t coll__hb_tick_ms(int64_t timeout_ms) {
-  return timeout_ms / 20 > 0 ? timeout_ms / 20 : 1;
+  return timeout_ms / 50 > 0 ? timeout_ms / 50 : 1;
 }
 
 /* ---- origins ------------------------------------------------------------- */

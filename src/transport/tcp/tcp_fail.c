@@ -139,6 +139,14 @@ static tcp_ev_t read_to_end(tcp_conn_t *c, char *why) {
   return ev;
 }
 
+int coll__tcp_read_before_judging(tcp_conn_t *c) {
+  char why[TCP_WHY_MAX];
+  tcp_ev_t ev = read_to_end(c, why);
+  if (ev != TCP_EV_NONE) coll__tcp_handle_ev(c, ev, why);
+  return atomic_load(&c->fail.status) != 0 ||
+         atomic_load(&c->t->fail.status) != 0;
+}
+
 void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why) {
   coll_origin_t o = {c->peer, COLL_CAUSE_LOST, 0};
   char rwhy[TCP_WHY_MAX];

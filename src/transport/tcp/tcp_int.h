@@ -33,6 +33,7 @@
 #include "core/position.h"
 #include "transport/common/liveness.h"
 #include "transport/common/match.h"
+#include "transport/common/silence.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/wire.h"
 
@@ -249,7 +250,8 @@ struct tcp_transport {
   uv_loop_t loop;
   uv_async_t async;
   uv_timer_t hb_timer; /* heartbeats: sent on idle links, silence judged */
-  uv_signal_t urg;     /* SIGURG: a peer's desync query (tcp_desync.c) */
+  coll_silence_t hb_silence; /* the loop thread's watch (common/silence.h) */
+  uv_signal_t urg;           /* SIGURG: a peer's desync query (tcp_desync.c) */
   uv_thread_t thread;
   int loop_init, async_init, hb_init, urg_init, thread_started, req_mu_init;
 
@@ -376,6 +378,11 @@ void coll__tcp_fail_conn(tcp_conn_t *c, coll_status_t s, const coll_origin_t *o,
                          const char *detail);
 /* Acts on an event from a progress call (no lock held). */
 void coll__tcp_handle_ev(tcp_conn_t *c, tcp_ev_t ev, const char *why);
+/* Reads what c's peer sent that nobody read yet (a goodbye naming where a
+ * failure began, say) and handles what it says, before a silence on c is
+ * judged. 1 when c or the transport has failed since (there is nothing
+ * left to judge), else 0. No lock held. */
+int coll__tcp_read_before_judging(tcp_conn_t *c);
 /* Counts r as pending on its connection (its direction's lock held). */
 void coll__tcp_req_count(tcp_req_t *r);
 /* Marks r complete (its direction's lock held) and wakes a sleeping

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/common/liveness.h"
@@ -143,13 +144,14 @@ static void on_heartbeat(uv_timer_t *h) {
   coll__tcp_heartbeat_tick(t);
 }
 
-/* Every tick of the heartbeat (liveness.h): a silent peer is found within
- * the timeout plus 5 %. */
+/* Every fiftieth of the heartbeat timeout (common/silence.h): a silent
+ * peer is found within the timeout plus 8 %. */
 static int heartbeat_start(tcp_transport_t *t) {
   uint64_t tick;
   int rc;
   if (t->x.hb_timeout_ms <= 0 || t->world < 2) return 0;
-  tick = (uint64_t)coll__hb_tick_ms(t->x.hb_timeout_ms);
+  coll__silence_init(&t->hb_silence, t->x.hb_timeout_ms, coll__now_ms());
+  tick = (uint64_t)t->hb_silence.tick_ms;
   rc = uv_timer_init(&t->loop, &t->hb_timer);
   if (rc != 0) return rc;
   t->hb_timer.data = t;
