@@ -7,7 +7,10 @@
  * to their own objects, never odd). A failure of either endpoint is the
  * comm's: the comm's endpoint fails first, so the peers on other hosts
  * learn of it, then the host endpoint with the origin the comm's one
- * holds, so this host's ranks report the same failure as everyone else. */
+ * holds, so this host's ranks report the same failure as everyone else.
+ * An endpoint that fails on its own (TCP's loop thread, a shared-memory
+ * peer found dead) does not tell the other: every wait looks at the other
+ * one between its turns and passes the failure on. */
 #include "transport/route/route.h"
 
 #include <sched.h>
@@ -27,6 +30,11 @@
  * routed requests are pending (wait_both). */
 #define ROUTE_SPIN_NS 50000
 #define ROUTE_TURN_MS 1
+/* The longest a wait in shared memory goes without looking whether the
+ * comm's endpoint failed: a failure that started on another host (a rank
+ * lost, aborted or unresponsive there) ends a wait on this host's ranks
+ * within it. */
+#define ROUTE_WATCH_MS 5
 
 typedef struct route {
   coll_transport_t *main; /* every rank */
@@ -79,6 +87,21 @@ static void kick(coll_transport_t *t) {
   if (t->p.kick != NULL) t->p.kick(t->ctx);
 }
 
+/* 1 and *o when endpoint t knows of a failure of the comm: not a peer
+ * that only left (destroyed its comm), which ends only the work that
+ * involves it. */
+static int failed(coll_transport_t *t, coll_origin_t *o) {
+  return coll__t_origin(t, o) && o->cause != COLL_CAUSE_DESTROYED;
+}
+
+/* A failure one endpoint found on its own (its loop thread, its progress)
+ * is the other's too: neither endpoint tells the other, so every wait
+ * looks. */
+static void spread(coll_transport_t *from, coll_transport_t *to) {
+  coll_origin_t o;
+  if (!coll__t_aborted(to) && failed(from, &o)) coll__t_fail_at(to, &o);
+}
+
 /* A wait on the comm's own endpoint while requests routed to the host
  * endpoint are pending. Shared memory moves only while a thread of its
  * rank works on it, so this wait moves them too: otherwise a rank of this
@@ -97,6 +120,7 @@ static coll_status_t wait_both(route_t *r, void *req, int64_t timeout_ms,
     int64_t turn = coll__now_ns() < spin_end ? 0 : ROUTE_TURN_MS, left = -1;
     coll_status_t s;
     kick(r->host);
+    spread(r->host, m);
     if (atomic_load(&r->routed) == 0)
       return m->p.wait(m->ctx, req, coll__remaining_ms(end), len);
     if (end >= 0) {
@@ -110,6 +134,24 @@ static coll_status_t wait_both(route_t *r, void *req, int64_t timeout_ms,
   }
 }
 
+/* A wait on the host endpoint, in turns of at most ROUTE_WATCH_MS: between
+ * them it looks whether the comm's endpoint failed (a rank on another host
+ * died while this one waits on a late rank of its own host), and ends the
+ * host endpoint with that failure, so the wait ends with it. */
+static coll_status_t wait_routed(route_t *r, void *req, int64_t timeout_ms,
+                                 size_t *len) {
+  coll_transport_t *h = r->host;
+  int64_t end = timeout_ms < 0 ? -1 : coll__now_ms() + timeout_ms;
+  for (;;) {
+    int64_t left = end < 0 ? -1 : coll__remaining_ms(end);
+    int64_t turn = left >= 0 && left < ROUTE_WATCH_MS ? left : ROUTE_WATCH_MS;
+    coll_status_t s = h->p.wait(h->ctx, req, turn, len);
+    if (s != COLL_ERR_TIMEOUT || turn == left) return s;
+    coll__err_clear();
+    spread(r->main, h);
+  }
+}
+
 static coll_status_t route_wait(void *ctx, void *req, int64_t timeout_ms,
                                 size_t *len) {
   route_t *r = ctx;
@@ -118,7 +160,7 @@ static coll_status_t route_wait(void *ctx, void *req, int64_t timeout_ms,
     /* The caller's thread waits in shared memory from here: what it left
      * pending on the comm's endpoint must move meanwhile. */
     kick(r->main);
-    s = r->host->p.wait(r->host->ctx, unrouted(req), timeout_ms, len);
+    s = wait_routed(r, unrouted(req), timeout_ms, len);
     /* Requests never end with TIMEOUT: it means still pending. */
     if (s != COLL_ERR_TIMEOUT) atomic_fetch_sub(&r->routed, 1);
     return s;

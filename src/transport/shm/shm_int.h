@@ -28,11 +28,12 @@
 #include "core/position.h"
 #include "transport/common/liveness.h"
 #include "transport/common/match.h"
+#include "transport/common/silence.h"
 #include "transport/transport.h"
 
 #define SHM_CACHE_LINE 64
 #define SHM_MAGIC 0x314d4853434c4f43ull /* "COLCSHM1" */
-#define SHM_VERSION 5u
+#define SHM_VERSION 6u
 
 /* Payload of one cell. 16 KiB: a 4 KiB message (the latency case) is one
  * cell, and big messages move in copies large enough to run near memcpy
@@ -103,14 +104,20 @@ typedef struct shm_hdr {
    * own timed out (published with report_ready), read by its peers. */
   _Alignas(SHM_CACHE_LINE) coll_pos_t pos;
   coll_report_cell_t report;
-  /* Counted up by this rank's heartbeat thread (shm_heartbeat.c) every
-   * twentieth of the heartbeat timeout: a peer that sees it stand still
-   * for the whole timeout while it waits on this rank names it
+  /* Counted up by this rank's liveness thread (shm_heartbeat.c) every
+   * tick of the heartbeat timeout (common/silence.h): a peer that sees it
+   * stand still for the whole timeout while it waits on this rank names it
    * unresponsive. */
   _Alignas(SHM_CACHE_LINE) _Atomic uint64_t beat;
   /* This rank's control of the rounds (common/rounds.h, shm_coll.c): its
    * progress flags and notes, written by this rank alone. */
   _Alignas(SHM_CACHE_LINE) coll_round_ctl_t round_ctl;
+  /* "Are you there?": a peer asking where this rank is counts `ask` up
+   * and wakes the liveness thread (a futex on it), which copies it to
+   * `answer`; a stopped process does not, and is named as one that did
+   * not answer rather than by the position its memory still holds. */
+  _Alignas(SHM_CACHE_LINE) _Atomic uint32_t ask;
+  _Atomic uint32_t answer;
 } shm_hdr_t;
 
 /* Sizes of a region for `world` ranks: every rank computes the same. */
@@ -191,6 +198,7 @@ typedef struct shm_peer {
   pid_t pid; /* its process (SO_PEERCRED), for single copies */
   int lost;  /* 1: hung up (what is in its ring is still read), 2: failed */
   coll_status_t lost_status;
+  coll_origin_t lost_origin; /* where the failure that lost it started */
   char why[200];
 } shm_peer_t;
 
@@ -216,20 +224,25 @@ typedef struct shm_ep {
   int leader;
   /* The first failure origin heard of from a peer, and the one this
    * endpoint published when it closed (abort, a failure, destroy; kept
-   * before `closed` is set, under mu). */
+   * before `closed` is set, under mu). A peer that only left (destroyed
+   * its comm) is no failure: it is kept apart in `left`, so that a failure
+   * heard after it, or this rank's own goodbye, is what the peers hear. */
   coll_origins_t origins;
+  coll_origin_cell_t left;
   int closed;
+  coll_status_t close_status; /* what the close failed requests with */
   atomic_int aborted;
   int64_t spin_ns;
-  /* Heartbeats (shm_heartbeat.c): the timeout (0: none), the thread that
-   * beats and watches, and what it last saw of each peer (its thread
-   * only). A wait on the rounds' flags (rounds.waiters) is watched like a
-   * pending request. */
+  /* Liveness (shm_heartbeat.c): the heartbeat timeout (0: none), the
+   * thread that answers peers' questions and, with heartbeats, beats and
+   * watches, its watch (common/silence.h) and what it last saw of each
+   * peer (its thread only). A wait on the rounds' flags (rounds.waiters)
+   * is watched like a pending request. */
   int64_t hb_ms;
   pthread_t hb_thread;
-  int hb_running, hb_stop; /* hb_stop under hb_mu */
-  pthread_mutex_t hb_mu;
-  pthread_cond_t hb_cv;
+  int hb_running;
+  atomic_int hb_stop;
+  coll_silence_t hb_watch;
   uint64_t *hb_seen;
   int64_t *hb_at;
   /* The rounds of the collectives designed for shared memory (shm_coll.c)
@@ -275,9 +288,13 @@ static inline int coll__shm_member(const shm_ep_t *ep, int r) {
  * lost peer leaves pending; returns 1 if anything moved or completed. */
 int coll__shm_progress(shm_ep_t *ep);
 /* Peer p is gone (hangup or its header says so): records where its
- * failure started; its ring is still drained, then its requests fail. */
+ * failure started, drains its ring, fails its requests and, unless it
+ * left on its own (destroyed its comm), closes the endpoint with that
+ * origin, as TCP's fails: every wait of this rank on any peer ends, and
+ * its peers hear of it. */
 void coll__shm_peer_lost(shm_ep_t *ep, int p);
-/* Records o as the first failure origin this endpoint heard of. */
+/* Records o as the first failure origin this endpoint heard of (a peer
+ * that only left is replaced by a failure heard after it). */
 void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o);
 /* Where this endpoint's failure started, once it closed. */
 static inline const coll_origin_t *coll__shm_closed_origin(const shm_ep_t *ep) {
@@ -285,13 +302,19 @@ static inline const coll_origin_t *coll__shm_closed_origin(const shm_ep_t *ep) {
 }
 /* Completes r with status s (under the lock). */
 void coll__shm_complete(shm_req_t *r, coll_status_t s);
-/* Fails every pending request with ABORTED (this endpoint's own close). */
-void coll__shm_fail_all(shm_ep_t *ep);
+/* Fails every pending request with s (this endpoint's close). */
+void coll__shm_fail_all(shm_ep_t *ep, coll_status_t s);
 /* Closes the endpoint for a failure that started at o (this rank's abort,
  * destroy, or a failure seen here): publishes the origin it heard of first,
- * else o, to its peers, fails every pending request with ABORTED and hangs
- * up. Idempotent. Takes ep->mu. */
+ * else o, to its peers, fails every pending request with ABORTED (this
+ * endpoint's own close ended them) and hangs up. Idempotent. Takes
+ * ep->mu. */
 void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o);
+/* The same under ep->mu, the requests failing with s: a peer's loss
+ * closes it with the status its origin calls for, as a request on that
+ * peer fails (shm_ops.c). */
+void coll__shm_close_locked(shm_ep_t *ep, const coll_origin_t *o,
+                            coll_status_t s);
 /* Why this endpoint's own requests ended, after its close. Under ep->mu. */
 void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n);
 /* Rings peer p's doorbell if one of its threads sleeps. */
@@ -362,10 +385,15 @@ coll_status_t coll__shm_peer_read(void *ctx, int peer, void *dst,
 
 /* shm_heartbeat.c ---------------------------------------------------------- */
 
-/* Starts the heartbeat thread (none when hb_ms is 0 or one rank). */
+/* Starts the liveness thread (none for one rank, nor for a host endpoint
+ * without heartbeats: nobody asks it, its comm's endpoint answers). */
 coll_status_t coll__shm_hb_start(shm_ep_t *ep);
 /* Stops and joins it; a no-op if it never ran. Not from the thread. */
 void coll__shm_hb_stop(shm_ep_t *ep);
+/* Waits while *word is still `seen`, at most ms (< 0: no bound), or until
+ * a wake: a futex on memory every rank maps. Wakes every waiter on word. */
+void coll__shm_futex_wait(_Atomic uint32_t *word, uint32_t seen, int64_t ms);
+void coll__shm_futex_wake(_Atomic uint32_t *word);
 
 /* shm_setup.c -------------------------------------------------------------- */
 

@@ -49,10 +49,24 @@ static coll_status_t check_post(shm_ep_t *ep, const char *what, int peer,
   if (buf == NULL && len > 0)
     return coll_set_last_error(COLL_ERR_INVALID_ARG,
                                "shm %s: buf is NULL for %zu bytes", what, len);
-  if (atomic_load(&ep->aborted))
-    return coll_set_last_error(COLL_ERR_ABORTED, "shm %s: rank %d aborted",
-                               what, coll__shm_name(ep, ep->rank));
   return COLL_OK;
+}
+
+/* Under ep->mu: why a post to member p is refused, or COLL_OK: a lost
+ * peer's own failure, else this endpoint's close. */
+static coll_status_t refused(shm_ep_t *ep, const char *what, int p) {
+  shm_peer_t *pr = &ep->peers[p];
+  char why[sizeof pr->why];
+  if (pr->lost)
+    return coll_set_last_error(pr->lost_status, "shm %s: %s", what, pr->why);
+  if (!atomic_load(&ep->aborted)) return COLL_OK;
+  if (!ep->closed) {
+    snprintf(why, sizeof why, "rank %d aborted", coll__shm_name(ep, ep->rank));
+    return coll_set_last_error(COLL_ERR_ABORTED, "shm %s: %s", what, why);
+  }
+  /* As the requests pending at the close failed. */
+  coll__shm_closed_text(ep, why, sizeof why);
+  return coll_set_last_error(ep->close_status, "shm %s: %s", what, why);
 }
 
 static shm_req_t *req_new(int kind, int peer, uint32_t tag, size_t len) {
@@ -79,17 +93,11 @@ static coll_status_t shm_isend(void *ctx, int peer, uint32_t tag,
   r->sbuf = buf;
   pr = &ep->peers[p];
   pthread_mutex_lock(&ep->mu);
-  if (atomic_load(&ep->aborted) || pr->lost) {
-    coll_status_t why =
-        atomic_load(&ep->aborted) ? COLL_ERR_ABORTED : pr->lost_status;
-    if (atomic_load(&ep->aborted))
-      coll_set_last_error(why, "shm isend: rank %d's endpoint is closed",
-                          coll__shm_name(ep, ep->rank));
-    else
-      coll_set_last_error(why, "shm isend: %s", pr->why);
+  s = refused(ep, "isend", p);
+  if (s != COLL_OK) {
     pthread_mutex_unlock(&ep->mu);
     free(r);
-    return why;
+    return s;
   }
   if (pr->sq_tail != NULL)
     pr->sq_tail->next = r;
@@ -124,14 +132,15 @@ static coll_status_t shm_irecv(void *ctx, int peer, uint32_t tag, void *buf,
     return coll_set_last_error(COLL_ERR_NO_MEMORY, "shm irecv: out of memory");
   r->rbuf = buf;
   pthread_mutex_lock(&ep->mu);
+  /* A lost peer's whole messages stay receivable: only the close refuses. */
   if (atomic_load(&ep->aborted)) {
+    s = refused(ep, "irecv", p);
     pthread_mutex_unlock(&ep->mu);
     free(r);
-    return coll_set_last_error(COLL_ERR_ABORTED, "shm irecv: rank %d aborted",
-                               coll__shm_name(ep, ep->rank));
+    return s;
   }
-  /* A lost peer's whole messages stay receivable; otherwise the receive
-   * completes with its failure at the first wait. */
+  /* Otherwise the receive completes with its peer's failure at the first
+   * wait. */
   coll__shm_post_recv(ep, r);
   pthread_mutex_unlock(&ep->mu);
   *req = r;
@@ -157,26 +166,31 @@ static void leave(shm_ep_t *ep, const coll_origin_t *o) {
     }
 }
 
-void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
+void coll__shm_close_locked(shm_ep_t *ep, const coll_origin_t *o,
+                            coll_status_t s) {
   coll_origin_t use;
   uint64_t one = 1;
   ssize_t n;
-  pthread_mutex_lock(&ep->mu);
-  if (ep->closed) {
-    pthread_mutex_unlock(&ep->mu);
-    return;
-  }
-  /* A failure this endpoint heard of first is what its peers hear. */
+  if (ep->closed) return;
+  /* A failure this endpoint heard of first is what its peers hear. A
+   * peer that only left (destroyed its comm) was kept apart: this rank's
+   * own destroy says goodbye for itself, not for it. */
   use = coll__origins_close(&ep->origins, o);
   ep->closed = 1;
   atomic_store(&ep->aborted, 1);
-  coll__shm_fail_all(ep);
+  ep->close_status = s;
+  coll__shm_fail_all(ep, s);
   leave(ep, &use);
   pthread_cond_broadcast(&ep->cv);
-  pthread_mutex_unlock(&ep->mu);
   /* Wakes this rank's own sleeper. */
   n = write(ep->bell, &one, sizeof one);
   (void)n;
+}
+
+void coll__shm_close(shm_ep_t *ep, const coll_origin_t *o) {
+  pthread_mutex_lock(&ep->mu);
+  coll__shm_close_locked(ep, o, COLL_ERR_ABORTED);
+  pthread_mutex_unlock(&ep->mu);
 }
 
 void coll__shm_closed_text(const shm_ep_t *ep, char *buf, size_t n) {
@@ -193,7 +207,9 @@ void coll__shm_fail(void *ctx, const coll_origin_t *o) {
 }
 
 int coll__shm_origin(void *ctx, coll_origin_t *o) {
-  return coll__origins_get(&((shm_ep_t *)ctx)->origins, o);
+  shm_ep_t *ep = ctx;
+  return coll__origins_get(&ep->origins, o) ||
+         coll__origin_cell_get(&ep->left, o);
 }
 
 static void shm_abort(void *ctx) {

@@ -88,6 +88,7 @@ static void peer_fail(shm_ep_t *ep, int p, coll_status_t s, const char *fmt,
   int n;
   if (pr->lost == 2) return;
   coll__shm_note_origin(ep, &o);
+  pr->lost_origin = o;
   n = snprintf(pr->why, sizeof pr->why, "rank %d ", coll__shm_name(ep, p));
   va_start(ap, fmt);
   vsnprintf(pr->why + n, sizeof pr->why - (size_t)n, fmt, ap);
@@ -279,15 +280,33 @@ static void fail_peer_reqs(shm_ep_t *ep, int p, coll_status_t s, int here) {
   }
 }
 
-/* Fails every pending request of the endpoint with ABORTED: its own close
- * ended them. */
-void coll__shm_fail_all(shm_ep_t *ep) {
+void coll__shm_fail_all(shm_ep_t *ep, coll_status_t s) {
   for (int p = 0; p < ep->world; p++)
-    if (p != ep->rank) fail_peer_reqs(ep, p, COLL_ERR_ABORTED, 1);
+    if (p != ep->rank) fail_peer_reqs(ep, p, s, 1);
 }
 
 void coll__shm_note_origin(shm_ep_t *ep, const coll_origin_t *o) {
-  coll__origins_heard(&ep->origins, o);
+  /* The first failure sticks; a peer that only left is kept apart
+   * (shm_int.h), so that a failure heard after it wins. */
+  if (o->cause == COLL_CAUSE_DESTROYED)
+    (void)coll__origin_cell_keep(&ep->left, o);
+  else
+    coll__origins_heard(&ep->origins, o);
+}
+
+/* Peer p's loss, once what it sent before it went was read: its pending
+ * requests fail and, unless it left on its own (its owner destroyed its
+ * comm, which ends only the work that involves it), the endpoint closes
+ * with the loss's origin: a death, an abort or any failure of one rank
+ * releases every wait of this one, on any peer, and reaches every other
+ * rank through this rank's close. */
+static void lost_done(shm_ep_t *ep, int p) {
+  shm_peer_t *pr = &ep->peers[p];
+  coll_origin_t o = pr->lost_origin;
+  fail_peer_reqs(ep, p, pr->lost_status, 0);
+  pr->lost = 2;
+  if (o.cause != COLL_CAUSE_DESTROYED || o.rank != coll__shm_name(ep, p))
+    coll__shm_close_locked(ep, &o, coll__origin_req_status(&o));
 }
 
 void coll__shm_peer_lost(shm_ep_t *ep, int p) {
@@ -306,22 +325,28 @@ void coll__shm_peer_lost(shm_ep_t *ep, int p) {
   coll__origin_text(&o, coll__shm_name(ep, ep->rank), pr->why, sizeof pr->why);
   pr->lost = 1;
   pr->lost_status = coll__origin_req_status(&o);
+  pr->lost_origin = o;
+  if (ep->closed) return; /* nothing pending is left to fail */
+  (void)rx_progress(ep, p);
+  if (pr->lost == 1) lost_done(ep, p);
 }
 
 int coll__shm_progress(shm_ep_t *ep) {
   int moved = 0;
-  for (int p = 0; p < ep->world; p++) {
+  for (int p = 0; p < ep->world && !ep->closed; p++) {
     shm_peer_t *pr = &ep->peers[p];
     if (p == ep->rank || pr->lost == 2) continue;
     if (!pr->lost && atomic_load_explicit(&((shm_hdr_t *)pr->region)->gone,
-                                          memory_order_acquire))
+                                          memory_order_acquire)) {
       coll__shm_peer_lost(ep, p);
+      moved = 1;
+      continue;
+    }
     moved |= tx_progress(ep, p);
     moved |= rx_progress(ep, p);
     if (pr->lost == 1) {
-      /* What it sent before it went was just read; the rest fails. */
-      fail_peer_reqs(ep, p, pr->lost_status, 0);
-      pr->lost = 2;
+      /* It broke the protocol, or a message from it found no memory. */
+      lost_done(ep, p);
       moved = 1;
     }
   }

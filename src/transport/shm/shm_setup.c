@@ -459,6 +459,7 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   ep->cma_mine = 1;
   coll__origins_init(&ep->origins);
   atomic_init(&ep->rounds.waiters, 0);
+  coll__origin_cell_init(&ep->left);
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
   ep->spin_ns = spin_us * 1000;
@@ -466,8 +467,6 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&ep->cv, &ca);
-  pthread_mutex_init(&ep->hb_mu, NULL);
-  pthread_cond_init(&ep->hb_cv, &ca);
   pthread_condattr_destroy(&ca);
   return ep;
 }
@@ -492,8 +491,6 @@ void coll__shm_ep_free(shm_ep_t *ep) {
   if (ep->bell >= 0) close(ep->bell);
   pthread_cond_destroy(&ep->cv);
   pthread_mutex_destroy(&ep->mu);
-  pthread_cond_destroy(&ep->hb_cv);
-  pthread_mutex_destroy(&ep->hb_mu);
   free(ep->round_ctl);
   free(ep->round_mem);
   free(ep->hb_seen);
