@@ -13,12 +13,14 @@
  * needs only set and get.
  *
  * In the rendezvous, rank 0 also keeps the store up until every rank has
- * read the outcomes ("done/<r>"), or COLL_RDV_GRACE_MS more. The limits:
+ * read the outcomes ("done/<r>"), for as long as the others keep using
+ * the store within each COLL_RDV_GRACE_MS (linger, below). The limits:
  * the store lives in rank 0, so if rank 0 dies first the others fail with
  * the store's error, each with its own text; and a rank that dies after it
  * read "all ok" but before returning cannot be helped: the others have
  * returned COLL_OK and learn of it at their first collective
  * (COLL_ERR_PEER_LOST naming it). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,8 @@ static coll_status_t hear(const coll_setup_t *su, char (*out)[OUTCOME_MAX],
   coll_status_t s;
   int q;
   *nsilent = 0;
+  if (coll__rdv_test_hooks.phase != NULL)
+    coll__rdv_test_hooks.phase(su->rank, "hearing");
   for (q = 0; q < su->world; q++) {
     size_t len = 0;
     snprintf(key, sizeof key, "%soutcome/%d", su->prefix, q);
@@ -163,11 +167,37 @@ out:
 
 /* ---- the rendezvous's end: libcoll's own store on rank 0 ---------------- */
 
-/* Rank 0: keeps the store up until every rank read the outcomes. */
+/* Rank 0: keeps the store up until every rank read the outcomes. Each rank
+ * reads n of them, a request each, so with many ranks on few cores the
+ * last finish seconds after the first; and as they read in step, none may
+ * finish within a grace while all are still reading (256 ranks on 2 cores:
+ * the store closed under them and the job failed). So rank 0 waits on for
+ * as long as the store serves anyone else: a fresh COLL_RDV_GRACE_MS after
+ * each grace in which it served more than this wait's own request, up to
+ * the setup's deadline plus a grace. A rank that died before saying it
+ * finished costs one grace once the others are done. */
+/* Requests rank 0's store has served so far (0 without one). */
+static uint64_t served(const coll_rdv_t *r) {
+  coll_store_stats_t st;
+  if (r->server == NULL) return 0;
+  coll__store_server_stats(r->server, &st);
+  return st.requests;
+}
+
 static void linger(coll_rdv_t *r) {
   const char **keys = coll__rdv_rank_keys("done", r->world);
+  int64_t end = r->deadline_ms < 0 ? -1 : r->deadline_ms + COLL_RDV_GRACE_MS;
+  int q = 0;
   if (keys == NULL) return;
-  (void)coll__store_wait(r->store, keys, r->world, COLL_RDV_GRACE_MS);
+  while (q < r->world) {
+    uint64_t before = served(r);
+    /* One key, one request: what else the store served is the others'. */
+    if (coll__store_wait(r->store, &keys[q], 1, COLL_RDV_GRACE_MS) == COLL_OK) {
+      q++;
+      continue;
+    }
+    if (served(r) - before <= 1 || (end >= 0 && coll__now_ms() >= end)) break;
+  }
   free(keys);
 }
 

@@ -114,7 +114,7 @@ typedef struct coll_rdv_test_hooks {
   int publish_rank;         /* this rank publishes publish_addr instead of */
   const char *publish_addr; /* its listener's address */
   /* Called with "joined" after the rendezvous, "meshed" before the
-   * outcome is reported. */
+   * outcome is reported, "hearing" before the outcomes are read. */
   void (*phase)(int rank, const char *phase);
   /* Called with the address `rank` is about to publish at the rendezvous;
    * returns the one to publish instead (NULL: that one), e.g. a proxy's
