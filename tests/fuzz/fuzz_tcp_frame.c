@@ -82,12 +82,13 @@ static void check_desync(const fuzz_rx_t *f) {
        a->root < -1 || a->root >= f->t.world ||
        (a->seq == 0) != (a->kind == 0)))
     abort();
-  if (!atomic_load(&f->t.report_ready)) return;
-  n = strlen(f->t.report);
-  if (n == 0 || n > COLL_TCP_REPORT_MAX) abort();
+  if (!atomic_load(&f->t.report.ready)) return;
+  n = strnlen(f->t.report.text, sizeof f->t.report.text);
+  if (n == 0 || n > COLL_TCP_REPORT_MAX || n == sizeof f->t.report.text)
+    abort();
   for (i = 0; i < n; i++)
-    if ((unsigned char)f->t.report[i] < 0x20 ||
-        (unsigned char)f->t.report[i] > 0x7e)
+    if ((unsigned char)f->t.report.text[i] < 0x20 ||
+        (unsigned char)f->t.report.text[i] > 0x7e)
       abort();
 }
 
