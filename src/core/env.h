@@ -38,13 +38,18 @@
 #define COLL_DEFAULT_SHM_SPIN_US 50
 /* Buffers from which the shared-memory collectives copy their peers'
  * buffers once, through the kernel (transport/shm/shm_cma.c), instead of
- * through the shared slots: below it the slots' two copies run from cache
- * and cost less than the extra round and the system calls. A first guess
- * until measured on a quiet machine, both paths beside vader:
- *   VARIANTS="coll:COLL_SHM_SINGLE_COPY=0 coll:COLL_SHM_SINGLE_COPY=1
- *   mpi_vader" BENCH_SIZES=65536,262144,1048576,4194304,16777216,67108864
- *   bench/vs-peers.sh 2 4 */
-#define COLL_DEFAULT_SHM_SINGLE_COPY (1024 * 1024)
+ * through the shared slots. Off by default: measured on this 2-core host
+ * (one sitting, medians of 3, interleaved, f32 SUM in place), single copy
+ * from 1 MiB lost to the slots at every size but one: 2 ranks 16 MiB 3.2
+ * against 6.5 GB/s busbw, 64 MiB 3.4 against 5.8; 4 ranks 1 MiB 3.4
+ * against 5.3, 16 MiB 2.1 against 4.0; it won only 2 ranks at 4 MiB (7.7
+ * against 7.5). process_vm_readv pins and copies page by page in the
+ * caller, while the slots' copies overlap on both cores. Turn it on where
+ * it wins (more cores than ranks, buffers far past the caches), measured
+ * as:
+ *   VARIANTS="coll coll:COLL_SHM_SINGLE_COPY=1048576 mpi_vader"
+ *   BENCH_SIZES=1048576,4194304,16777216,67108864 bench/vs-peers.sh 2 4 */
+#define COLL_DEFAULT_SHM_SINGLE_COPY 0
 /* The flight recorder's ring: 256 collectives cover the minutes before a
  * hang at training rates at 80 bytes each; the bound keeps a typo from
  * asking for gigabytes. */

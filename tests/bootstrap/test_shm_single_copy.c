@@ -371,10 +371,14 @@ static int rank_main(void *p) {
   setenv("COLL_TIMEOUT_MS", "30000", 1);
   unsetenv("COLL_SHM_SINGLE_COPY");
   if (j->kase < CASE_KNOBS) coll__shm_copy_from_test = 1;
-  if (j->kase == CASE_KNOBS && j->rank < 2)
-    setenv("COLL_SHM_SINGLE_COPY", j->rank == 0 ? "4096" : "65536", 1);
-  if (j->kase == CASE_KNOB_OFF && j->rank == 2)
-    setenv("COLL_SHM_SINGLE_COPY", "0", 1);
+  if (j->kase == CASE_KNOBS)
+    setenv("COLL_SHM_SINGLE_COPY",
+           j->rank == 0   ? "4096"
+           : j->rank == 1 ? "65536"
+                          : "1048576",
+           1);
+  if (j->kase == CASE_KNOB_OFF)
+    setenv("COLL_SHM_SINGLE_COPY", j->rank == 2 ? "0" : "1048576", 1);
   if (j->kase == CASE_KNOB_BAD) setenv("COLL_SHM_SINGLE_COPY", "1M", 1);
   coll__shm_cma_refuse =
       j->kase == CASE_OFF || (j->kase == CASE_ONE_REFUSES && j->rank == 1);
@@ -484,7 +488,7 @@ static void test_one_refuses_3(void **state) {
   results_case(3, CASE_ONE_REFUSES);
 }
 
-/* Ranks that set COLL_SHM_SINGLE_COPY to 4096, 65536 and nothing all use
+/* Ranks that set COLL_SHM_SINGLE_COPY to 4096, 65536 and 1 MiB all use
  * 1 MiB: one allreduce of it copies once per peer and slice, the one just
  * below it none. */
 static void test_knob_largest_wins(void **state) {
