@@ -125,6 +125,7 @@ static coll_status_t nccl_init(const coll_env_job_t *j,
   struct sockaddr_storage master;
   coll_rdv_cfg_t rc;
   coll_rdv_t *r = NULL;
+  int64_t timeout = coll__config_timeout_ms(cfg);
   COLL_CHECK(
       coll__resolve_host("MASTER_ADDR", j->master_addr, &master, master_ip));
   rc = (coll_rdv_cfg_t){j->rank,
@@ -133,7 +134,8 @@ static coll_status_t nccl_init(const coll_env_job_t *j,
                         master_ip,
                         j->master_port,
                         coll__knob_text(COLL_ENV_AUTH_TOKEN),
-                        coll__deadline(coll__config_timeout_ms(cfg)),
+                        coll__deadline(timeout),
+                        timeout,
                         NULL /* NCCL: no transport to choose */,
                         NULL /* nor a GPU to compare: NCCL's check decides */};
   COLL_CHECK(coll__rdv_open(&rc, &r));

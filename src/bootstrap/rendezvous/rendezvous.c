@@ -261,8 +261,7 @@ coll_status_t coll__rdv_open(const coll_rdv_cfg_t *cfg, coll_rdv_t **out) {
   r->rank = cfg->rank;
   r->world = cfg->world;
   r->deadline_ms = cfg->deadline_ms;
-  r->timeout_ms =
-      cfg->deadline_ms < 0 ? -1 : coll__remaining_ms(cfg->deadline_ms);
+  r->timeout_ms = cfg->deadline_ms < 0 ? -1 : cfg->timeout_ms;
   snprintf(r->where, sizeof r->where,
            strchr(cfg->master_ip, ':') ? "[%s]:%d" : "%s:%d", cfg->master_ip,
            cfg->master_port);

@@ -59,6 +59,9 @@ typedef struct coll_rdv_cfg {
   int master_port;
   const char *token;   /* NULL/"": none */
   int64_t deadline_ms; /* absolute (coll__now_ms), < 0: none */
+  /* The setup timeout as the user gave it, for messages (the time left
+   * until deadline_ms is a millisecond short by the time it is read). */
+  int64_t timeout_ms;
   /* Published as "host/<rank>" before this rank joins, so every rank can
    * read every rank's once all joined (transport_choice.c); NULL: none. */
   const char *host_info;
