@@ -128,16 +128,16 @@ static coll_status_t nccl_init(const coll_env_job_t *j,
   int64_t timeout = coll__config_timeout_ms(cfg);
   COLL_CHECK(
       coll__resolve_host("MASTER_ADDR", j->master_addr, &master, master_ip));
-  rc = (coll_rdv_cfg_t){j->rank,
-                        j->world,
-                        j->master_addr,
-                        master_ip,
-                        j->master_port,
-                        coll__knob_text(COLL_ENV_AUTH_TOKEN),
-                        coll__deadline(timeout),
-                        timeout,
-                        NULL /* NCCL: no transport to choose */,
-                        NULL /* nor a GPU to compare: NCCL's check decides */};
+  /* NCCL: no host info (no transport to choose) and no GPU to compare
+   * (NCCL's own check decides). */
+  rc = (coll_rdv_cfg_t){.rank = j->rank,
+                        .world = j->world,
+                        .master_host = j->master_addr,
+                        .master_ip = master_ip,
+                        .master_port = j->master_port,
+                        .token = coll__knob_text(COLL_ENV_AUTH_TOKEN),
+                        .deadline_ms = coll__deadline(timeout),
+                        .timeout_ms = timeout};
   COLL_CHECK(coll__rdv_open(&rc, &r));
   return nccl_over(r, j, rc.deadline_ms, cfg, out);
 }

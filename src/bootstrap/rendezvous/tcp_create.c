@@ -116,10 +116,15 @@ coll_status_t coll__tcp_plan(const coll_tcp_config_t *cfg, coll_tcp_plan_t *p) {
     snprintf(p->job, sizeof p->job, "%s:%d", cfg->master_addr,
              cfg->master_port);
   coll__transport_host_info(p->mode, cfg->rank, p->host);
-  p->rdv = (coll_rdv_cfg_t){
-      cfg->rank,        cfg->world, cfg->master_addr,        p->master_ip,
-      cfg->master_port, p->token,   coll__deadline(timeout), timeout,
-      p->host,          NULL};
+  p->rdv = (coll_rdv_cfg_t){.rank = cfg->rank,
+                            .world = cfg->world,
+                            .master_host = cfg->master_addr,
+                            .master_ip = p->master_ip,
+                            .master_port = cfg->master_port,
+                            .token = p->token,
+                            .deadline_ms = coll__deadline(timeout),
+                            .timeout_ms = timeout,
+                            .host_info = p->host};
   COLL_INFO(COLL_LOG_BOOT, "rank %d/%d: store at %s:%d, listening on %s",
             cfg->rank, cfg->world, p->master_ip, cfg->master_port, p->local);
   return COLL_OK;
