@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coll.h"
+#include "coll_transport.h"
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/transport.h"

@@ -5,7 +5,7 @@
 #ifndef COLL_TRANSPORT_TRANSPORT_OPS_H
 #define COLL_TRANSPORT_TRANSPORT_OPS_H
 
-#include "coll.h"
+#include "coll_transport.h"
 #include "core/position.h"
 
 /* Makes the endpoint over a checked version 2 table (transport_ops.c

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "coll.h"
+#include "coll_transport.h"
 
 typedef struct mbox_world mbox_world_t;
 

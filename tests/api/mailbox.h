@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "coll.h"
+#include "coll_transport.h"
 
 #define MB_MAX_WORLD 8
 

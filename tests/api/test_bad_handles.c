@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "bad_input.h"
+#include "coll_transport.h"
 
 /* ---- comms, handles, transports ---------------------------------------- */
 

@@ -1,15 +1,16 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # test_symbols.sh: checks what libcoll.so exports: only the coll_* functions
-# coll.h declares with COLL_API (no internal coll__*, nothing undeclared),
+# the public headers (coll.h, coll_transport.h) declare with COLL_API (no
+# internal coll__*, nothing undeclared),
 # every one of them, and the soname libcoll.so.<major>. Exits 77 (ctest's
 # SKIP_RETURN_CODE) when nm or readelf is missing: a check that cannot run
 # is reported as skipped, not passed.
-# Usage: test_symbols.sh <libcoll.so> <coll.h> <major>
+# Usage: test_symbols.sh <libcoll.so> <major> <header>...
 set -u
 lib=$1
-header=$2
-major=${3:-0}
+major=$2
+shift 2
 fail=0
 
 if ! command -v nm >/dev/null 2>&1 || ! command -v readelf >/dev/null 2>&1; then
@@ -37,13 +38,13 @@ if [ -n "$internal" ]; then
   fail=1
 fi
 
-# The functions the header declares with COLL_API, also where a
-# declaration spans lines: the header as one line, each "COLL_API ... name("
+# The functions the headers declare with COLL_API, also where a
+# declaration spans lines: each header as one line, each "COLL_API ... name("
 # up to its parenthesis.
-declared=$(tr '\n' ' ' < "$header" | grep -o 'COLL_API [^;(){}#]*(' |
+declared=$(for h in "$@"; do tr '\n' ' ' < "$h"; echo; done | grep -o 'COLL_API [^;(){}#]*(' |
   sed -n 's/.*[ *]\(coll_[a-zA-Z0-9_]*\) *($/\1/p' | sort -u)
 if [ -z "$declared" ]; then
-  echo "FAIL: found no COLL_API declarations in $header"
+  echo "FAIL: found no COLL_API declarations in $*"
   fail=1
 fi
 
@@ -51,14 +52,14 @@ fi
 funcs=$(printf '%s\n' "$syms" | awk '$1 == "T" || $1 == "t" || $1 == "W" || $1 == "i" { print $2 }')
 for f in $declared; do
   if ! printf '%s\n' "$funcs" | grep -qx "$f"; then
-    echo "FAIL: $f is declared in coll.h but not exported as a function"
+    echo "FAIL: $f is declared in a public header but not exported as a function"
     fail=1
   fi
 done
 # ... and nothing else is exported: no undeclared coll_ function, no data.
 for s in $(printf '%s\n' "$syms" | awk '{ print $2 }' | sort -u); do
   if ! printf '%s\n' "$declared" | grep -qx "$s"; then
-    echo "FAIL: $lib exports $s, which coll.h does not declare with COLL_API"
+    echo "FAIL: $lib exports $s, which no public header declares with COLL_API"
     fail=1
   fi
 done
@@ -71,6 +72,6 @@ fi
 
 if [ "$fail" -eq 0 ]; then
   n=$(printf '%s\n' "$declared" | wc -l)
-  echo "OK: exactly the $n functions coll.h declares are exported, soname $soname"
+  echo "OK: exactly the $n functions the public headers declare are exported, soname $soname"
 fi
 exit $fail

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sock_int.h: the test socket transport's endpoint, shared by its message
  * path (sock_transport.c) and its version 2 slots (sock_transport_v2.c).
- * Written against coll.h alone. One mutex per endpoint guards everything
- * but the sockets, whose writes each peer's send lock orders. */
+ * Written against coll_transport.h alone. One mutex per endpoint guards
+ * everything but the sockets, whose writes each peer's send lock orders. */
 #ifndef COLL_TESTS_SOCK_INT_H
 #define COLL_TESTS_SOCK_INT_H
 
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coll.h"
+#include "coll_transport.h"
 #include "sock_transport.h"
 
 /* Frame kinds on a message socket: a 16-byte header (kind, tag, length;

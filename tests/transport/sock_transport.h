@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sock_transport.h: a third party's transport as the tests write it, from
- * coll.h alone: ranks as threads of one process, a stream socketpair
+ * coll_transport.h alone: ranks as threads of one process, a stream socketpair
  * between every two ranks for messages and another for shrink's links, a
  * receiving thread per endpoint. It fills every version 2 slot, so it
  * must get what libcoll's own transports get: failures named by their
@@ -8,7 +8,7 @@
 #ifndef COLL_TESTS_SOCK_TRANSPORT_H
 #define COLL_TESTS_SOCK_TRANSPORT_H
 
-#include "coll.h"
+#include "coll_transport.h"
 
 #define SOCK_MAX_WORLD 16
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_sock_v2.c: a third party's transport written from coll.h alone
+/* test_sock_v2.c: a third party's transport written from coll_transport.h alone
  * (sock_transport.c: socketpairs between rank threads, every version 2
  * slot filled) gets what libcoll's own transports get, asserted as their
  * tests assert it: a failure named by the rank where it started on every

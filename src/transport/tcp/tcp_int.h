@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "coll.h"
+#include "coll_transport.h"
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/common/liveness.h"
