@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* standin_cuda.c: the CUDA runtime half of the stand-in: devices (current
- * device per thread), registered "device" and pinned memory, streams that
- * run work at once or when looked at (cudaStreamPerThread resolved in the
- * thread that uses it), events, and the waits of NCCL's teardown for the
- * streams. */
+ * device per thread), contexts, registered "device" and pinned memory, and
+ * installing the table (streams and events: standin_stream.c). */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,9 +21,6 @@ _Thread_local struct ncclComm *si_group_inits[SI_MAXR];
 _Thread_local int si_group_ninit;
 static coll_nccl_table_t table;
 static uv_once_t si_once = UV_ONCE_INIT;
-/* This thread's cudaStreamPerThread, per device (made on first use). */
-static _Thread_local struct CUstream_st *per_thread[SI_MAXDEV];
-static _Thread_local unsigned per_thread_gen; /* of si.generation */
 /* standin_bus_id: this thread's view of the devices' PCI bus ids ("" is
  * the default), valid while bus_gen is si.generation. */
 static _Thread_local char bus_ids[SI_MAXDEV][SI_BUS_ID_MAX];
@@ -36,6 +31,8 @@ static void si_init(void) {
   uv_cond_init(&si.cv);
 }
 
+void si_init_once(void) { uv_once(&si_once, si_init); }
+
 void si_misuse(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -43,11 +40,6 @@ void si_misuse(const char *fmt, ...) {
   va_end(ap);
   si.st.misuse++;
 }
-
-#define NO_DRIVER()                                           \
-  do {                                                        \
-    if (si.cfg.no_driver) return cudaErrorInsufficientDriver; \
-  } while (0)
 
 int64_t si_now_ms(void) {
   struct timespec ts;
@@ -57,146 +49,15 @@ int64_t si_now_ms(void) {
 
 void si_wait_a_bit(void) { uv_cond_timedwait(&si.cv, &si.mu, 1000000); }
 
-/* NULL and cudaStreamLegacy are the device's legacy default stream, which
- * synchronises with its blocking streams (legacy_waits).
- * cudaStreamPerThread is the calling thread's own stream, a blocking one. */
-struct CUstream_st *si_stream(cudaStream_t s, int dev) {
-  if (s != NULL && s != cudaStreamLegacy && s != cudaStreamPerThread) return s;
-  if (dev < 0 || dev >= si.cfg.ndev) return NULL;
-  if (s == cudaStreamPerThread) {
-    if (per_thread_gen != si.generation) {
-      memset(per_thread, 0, sizeof per_thread);
-      per_thread_gen = si.generation;
-    }
-    if (per_thread[dev] == NULL) {
-      struct CUstream_st *t = calloc(1, sizeof *t);
-      t->dev = dev;
-      t->next_all = si.streams;
-      si.streams = t;
-      per_thread[dev] = t;
-    }
-    return per_thread[dev];
-  }
-  return si.defaults[dev];
-}
-
-/* World 1 launches on the user's stream only (ncclLaunchOneRank): NCCL's
- * device stream never waits for it. */
-int si_comm_has_work(struct ncclComm *c) {
-  struct CUstream_st *s;
-  si_op_t *op;
-  if (c->q->world == 1) return 0;
-  for (s = si.streams; s != NULL; s = s->next_all)
-    for (op = s->head; op != NULL; op = op->next)
-      if (op->kind == SI_OP_COLL && op->comm == c && !op->finished) return 1;
-  return 0;
-}
-
-void si_wait_streams(struct ncclComm *c, const char *what) {
-  int64_t t0 = si_now_ms();
-  for (;;) {
-    si_progress_all();
-    if (!si_comm_has_work(c)) return;
-    if (si_now_ms() - t0 > 30000) {
-      si_misuse(
-          "%s waited 30 s for streams that never passed the comm's "
-          "work",
-          what);
-      return;
-    }
-    si_wait_a_bit();
-  }
-}
-
-void si_post(struct CUstream_st *s, si_op_t *op) {
-  op->next = NULL;
-  op->order = ++si.post_order;
-  if (s->tail != NULL)
-    s->tail->next = op;
-  else
-    s->head = op;
-  s->tail = op;
-  if (!si.cfg.deferred) si_progress(s);
-}
-
-/* Runs the stream's work from its head until something must wait. */
-uint64_t si_fuse_next = 1, si_fuse_cur;
-
-/* Tries the collective at the head and, when it belongs to a fused group,
- * the calls of the same group right behind it (one NCCL kernel). */
-static int coll_head(si_op_t *op) {
-  si_op_t *k;
-  for (k = op->next; op->fuse != 0 && k != NULL && k->kind == SI_OP_COLL &&
-                     k->fuse == op->fuse;
-       k = k->next)
-    if (!k->finished) k->finished = si_coll_try(k);
-  if (!op->finished) op->finished = si_coll_try(op);
-  return op->finished;
-}
-
-/* 1 while stream o holds work posted before op. */
-static int earlier_on(const struct CUstream_st *o, const si_op_t *op) {
-  return o->head != NULL && o->head->order < op->order;
-}
-
-/* The legacy default stream synchronises with every blocking stream of
- * its device: its work waits for what was posted before it on them, and
- * theirs for what was posted before it on the legacy stream. Streams made
- * with cudaStreamNonBlocking take no part. */
-static int legacy_waits(const struct CUstream_st *s, const si_op_t *op) {
-  const struct CUstream_st *o;
-  if (s->nonblocking) return 0;
-  if (!s->legacy) {
-    o = s->dev >= 0 && s->dev < SI_MAXDEV ? si.defaults[s->dev] : NULL;
-    return o != NULL && o != s && earlier_on(o, op);
-  }
-  for (o = si.streams; o != NULL; o = o->next_all)
-    if (o != s && o->dev == s->dev && !o->legacy && !o->nonblocking &&
-        earlier_on(o, op))
-      return 1;
-  return 0;
-}
-
-void si_progress(struct CUstream_st *s) {
-  si_op_t *op;
-  if (si.stalled) return;
-  while ((op = s->head) != NULL) {
-    if (legacy_waits(s, op)) break;
-    if (op->kind == SI_OP_HOLD) {
-      if (si_now_ms() < op->until_ms) break;
-    } else if (op->kind == SI_OP_COPY) {
-      memmove(op->dst, op->src, op->bytes);
-    } else if (op->kind == SI_OP_EVENT) {
-      if (op->ev->passed < op->seq) op->ev->passed = op->seq;
-    } else if (op->kind == SI_OP_WAIT) {
-      if (op->ev->passed < op->seq) break; /* cudaStreamWaitEvent */
-    } else if (!coll_head(op)) {
-      break;
-    }
-    s->head = op->next;
-    if (s->head == NULL) s->tail = NULL;
-    free(op);
-  }
-  uv_cond_broadcast(&si.cv);
-}
-
-void si_progress_all(void) {
-  struct CUstream_st *s;
-  /* Work finished on one stream may unblock another (a collective's peer
-   * half, an event waited on): a few passes. */
-  for (int pass = 0; pass < 4; pass++)
-    for (s = si.streams; s != NULL; s = s->next_all) si_progress(s);
-}
-
 static cudaError_t get_device_count(int *n) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   if (si.cfg.ndev <= 0) return cudaErrorNoDevice;
   *n = si.cfg.ndev;
   return cudaSuccess;
 }
 
 static cudaError_t get_device(int *d) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   *d = si_cur_dev;
   return cudaSuccess;
 }
@@ -213,7 +74,7 @@ static int runtime_12(void) {
 }
 
 /* The runtime makes the current device's primary context on first use. */
-static void touch_ctx(void) {
+void si_touch_ctx(void) {
   if (si_cur_ctx != 0) return;
   si_cur_ctx = si_cur_dev + 1;
   si.st.contexts |= 1u << si_cur_dev;
@@ -223,12 +84,12 @@ static void touch_ctx(void) {
  * Before, it only chooses the device: the runtime binds its primary
  * context on the next call that needs one. */
 static cudaError_t set_device(int d) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   if (d < 0 || d >= si.cfg.ndev) return cudaErrorInvalidDevice;
   si_cur_dev = d;
   uv_mutex_lock(&si.mu);
   si_cur_ctx = 0;
-  if (runtime_12()) touch_ctx();
+  if (runtime_12()) si_touch_ctx();
   uv_mutex_unlock(&si.mu);
   return cudaSuccess;
 }
@@ -287,7 +148,7 @@ void standin_bus_id(int dev, const char *id) {
 
 /* As the runtime: "0000:3b:00.0", at most len bytes with the NUL. */
 static cudaError_t device_get_pci_bus_id(char *id, int len, int dev) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   if (dev < 0 || dev >= si.cfg.ndev) return cudaErrorInvalidDevice;
   if (id == NULL || len <= 0) return cudaErrorInvalidValue;
   snprintf(id, (size_t)len, "%s", si_bus_id(dev));
@@ -300,7 +161,7 @@ static cudaError_t runtime_version(int *v) {
 }
 
 static cudaError_t driver_version(int *v) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   *v = 13000;
   return cudaSuccess;
 }
@@ -319,148 +180,6 @@ static const char *error_string(cudaError_t e) {
 
 static cudaError_t get_last_error(void) { return cudaSuccess; }
 
-/* cudaStreamNonBlocking: a stream that does not synchronise with the
- * legacy default stream. */
-static cudaError_t stream_create_with_flags(cudaStream_t *out, unsigned flags) {
-  struct CUstream_st *s;
-  NO_DRIVER();
-  s = calloc(1, sizeof *s);
-  s->nonblocking = (flags & cudaStreamNonBlocking) != 0;
-  uv_mutex_lock(&si.mu);
-  touch_ctx();
-  s->dev = si_cur_dev;
-  s->next_all = si.streams;
-  si.streams = s;
-  uv_mutex_unlock(&si.mu);
-  *out = s;
-  return cudaSuccess;
-}
-
-static cudaError_t stream_create(cudaStream_t *out) {
-  return stream_create_with_flags(out, cudaStreamDefault);
-}
-
-static cudaError_t stream_wait_event(cudaStream_t st, cudaEvent_t ev,
-                                     unsigned flags) {
-  struct CUstream_st *s;
-  si_op_t *op;
-  cudaError_t e = cudaSuccess;
-  (void)flags;
-  NO_DRIVER();
-  uv_mutex_lock(&si.mu);
-  s = si_stream(st, si_cur_dev);
-  if (s == NULL || ev == NULL || ev->destroyed) {
-    si_misuse("cudaStreamWaitEvent: bad stream or event");
-    e = cudaErrorInvalidResourceHandle;
-  } else {
-    op = calloc(1, sizeof *op);
-    op->kind = SI_OP_WAIT;
-    op->ev = ev;
-    op->seq = ev->recorded; /* the work recorded so far, as CUDA captures */
-    si_post(s, op);
-  }
-  uv_mutex_unlock(&si.mu);
-  return e;
-}
-
-/* Streams stay allocated until uninstall (ops may still reference them). */
-static cudaError_t stream_destroy(cudaStream_t s) {
-  (void)s;
-  NO_DRIVER();
-  return cudaSuccess;
-}
-
-static cudaError_t stream_query(cudaStream_t st) {
-  struct CUstream_st *s;
-  cudaError_t e;
-  NO_DRIVER();
-  uv_mutex_lock(&si.mu);
-  s = si_stream(st, si_cur_dev);
-  si_progress_all();
-  e = s == NULL         ? cudaErrorInvalidResourceHandle
-      : s->head == NULL ? cudaSuccess
-                        : cudaErrorNotReady;
-  uv_mutex_unlock(&si.mu);
-  return e;
-}
-
-static cudaError_t stream_synchronize(cudaStream_t st) {
-  cudaError_t e;
-  int i;
-  /* Bounded: a hung stand-in collective must not hang a test. */
-  for (i = 0; i < 10000; i++) {
-    e = stream_query(st);
-    if (e != cudaErrorNotReady) return e;
-    uv_sleep(1);
-  }
-  return cudaErrorLaunchTimeout;
-}
-
-static cudaError_t event_create(cudaEvent_t *out, unsigned flags) {
-  struct CUevent_st *ev;
-  (void)flags;
-  NO_DRIVER();
-  ev = calloc(1, sizeof *ev);
-  uv_mutex_lock(&si.mu);
-  touch_ctx();
-  ev->dev = si_cur_dev;
-  ev->next_all = si.events;
-  si.events = ev;
-  si.st.events_live++;
-  uv_mutex_unlock(&si.mu);
-  *out = ev;
-  return cudaSuccess;
-}
-
-static cudaError_t event_record(cudaEvent_t ev, cudaStream_t st) {
-  struct CUstream_st *s;
-  si_op_t *op;
-  cudaError_t e = cudaSuccess;
-  NO_DRIVER();
-  uv_mutex_lock(&si.mu);
-  s = si_stream(st, si_cur_dev);
-  if (s == NULL || ev == NULL || ev->destroyed || ev->dev != s->dev) {
-    /* CUDA refuses an event and a stream of different devices. */
-    si_misuse("cudaEventRecord: event of device %d on a stream of device %d",
-              ev ? ev->dev : -1, s ? s->dev : -1);
-    e = cudaErrorInvalidResourceHandle;
-  } else {
-    op = calloc(1, sizeof *op);
-    op->kind = SI_OP_EVENT;
-    op->ev = ev;
-    op->seq = ++ev->recorded;
-    si_post(s, op);
-  }
-  uv_mutex_unlock(&si.mu);
-  return e;
-}
-
-static cudaError_t event_query(cudaEvent_t ev) {
-  cudaError_t e;
-  NO_DRIVER();
-  uv_mutex_lock(&si.mu);
-  si_progress_all();
-  if (ev->destroyed) {
-    si_misuse("cudaEventQuery on a destroyed event");
-    e = cudaErrorInvalidResourceHandle;
-  } else {
-    e = ev->passed >= ev->recorded ? cudaSuccess : cudaErrorNotReady;
-  }
-  uv_mutex_unlock(&si.mu);
-  return e;
-}
-
-/* Destroyed events stay allocated (markers may still point at them). */
-static cudaError_t event_destroy(cudaEvent_t ev) {
-  NO_DRIVER();
-  uv_mutex_lock(&si.mu);
-  if (ev->destroyed) si_misuse("cudaEventDestroy twice");
-  ev->destroyed = 1;
-  si.st.events_live--;
-  uv_mutex_unlock(&si.mu);
-  return cudaSuccess;
-}
-
 static si_mem_t *mem_find(const void *p) {
   si_mem_t *m;
   for (m = si.mem; m != NULL; m = m->next)
@@ -471,7 +190,7 @@ static si_mem_t *mem_find(const void *p) {
 static cudaError_t pointer_attributes(struct cudaPointerAttributes *a,
                                       const void *p) {
   si_mem_t *m;
-  NO_DRIVER();
+  SI_NO_DRIVER();
   uv_mutex_lock(&si.mu);
   m = mem_find(p);
   a->type = m == NULL    ? cudaMemoryTypeUnregistered
@@ -480,30 +199,6 @@ static cudaError_t pointer_attributes(struct cudaPointerAttributes *a,
   a->device = m != NULL && m->dev >= 0 ? m->dev : 0;
   uv_mutex_unlock(&si.mu);
   return cudaSuccess;
-}
-
-static cudaError_t memcpy_async(void *dst, const void *src, size_t bytes,
-                                enum cudaMemcpyKind kind, cudaStream_t st) {
-  struct CUstream_st *s;
-  si_op_t *op;
-  cudaError_t e = cudaSuccess;
-  (void)kind;
-  NO_DRIVER();
-  uv_mutex_lock(&si.mu);
-  s = si_stream(st, si_cur_dev);
-  if (s == NULL) {
-    e = cudaErrorInvalidResourceHandle;
-  } else {
-    op = calloc(1, sizeof *op);
-    op->kind = SI_OP_COPY;
-    op->dst = dst;
-    op->src = src;
-    op->bytes = bytes;
-    si_post(s, op);
-    si.st.copies++;
-  }
-  uv_mutex_unlock(&si.mu);
-  return e;
 }
 
 static void *mem_add(size_t bytes, int dev) {
@@ -541,24 +236,24 @@ static int mem_remove(void *p) {
 
 static cudaError_t host_alloc(void **p, size_t bytes, unsigned flags) {
   (void)flags;
-  NO_DRIVER();
+  SI_NO_DRIVER();
   *p = mem_add(bytes, -1);
   return cudaSuccess;
 }
 
 static cudaError_t free_host(void *p) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   return mem_remove(p) ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 static cudaError_t dev_malloc(void **p, size_t bytes) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   *p = mem_add(bytes, si_cur_dev);
   return cudaSuccess;
 }
 
 static cudaError_t dev_free(void *p) {
-  NO_DRIVER();
+  SI_NO_DRIVER();
   return mem_remove(p) ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -573,31 +268,20 @@ void si_cuda_fill(coll_nccl_table_t *t) {
   t->cuda_device_get_pci_bus_id = device_get_pci_bus_id;
   t->cuda_get_error_string = error_string;
   t->cuda_get_last_error = get_last_error;
-  t->cuda_stream_create = stream_create;
-  t->cuda_stream_create_with_flags = stream_create_with_flags;
-  t->cuda_stream_wait_event = stream_wait_event;
   t->cuda_runtime_get_version = runtime_version;
   t->cuda_driver_get_version = driver_version;
   t->cu_ctx_get_current = ctx_get_current;
   t->cu_ctx_set_current = ctx_set_current;
-  t->cuda_stream_destroy = stream_destroy;
-  t->cuda_stream_synchronize = stream_synchronize;
-  t->cuda_stream_query = stream_query;
-  t->cuda_event_create = event_create;
-  t->cuda_event_record = event_record;
-  t->cuda_event_query = event_query;
-  t->cuda_event_destroy = event_destroy;
   t->cuda_pointer_get_attributes = pointer_attributes;
-  t->cuda_memcpy_async = memcpy_async;
   t->cuda_host_alloc = host_alloc;
   t->cuda_free_host = free_host;
   t->cuda_malloc = dev_malloc;
   t->cuda_free = dev_free;
+  si_stream_fill(t);
 }
 
 void standin_install(const standin_config_t *cfg) {
-  int i;
-  uv_once(&si_once, si_init);
+  si_init_once();
   uv_mutex_lock(&si.mu);
   si.cfg = *cfg;
   if (si.cfg.ndev > SI_MAXDEV) si.cfg.ndev = SI_MAXDEV;
@@ -612,14 +296,7 @@ void standin_install(const standin_config_t *cfg) {
   memset(&si.st, 0, sizeof si.st);
   si.misuse[0] = '\0';
   si.last_error[0] = '\0';
-  for (i = 0; i < si.cfg.ndev; i++) {
-    struct CUstream_st *s = calloc(1, sizeof *s);
-    s->dev = i;
-    s->legacy = 1;
-    s->next_all = si.streams;
-    si.streams = s;
-    si.defaults[i] = s;
-  }
+  si_streams_install();
   uv_mutex_unlock(&si.mu);
   si_cur_dev = 0;
   si_cur_ctx = 0;
@@ -640,55 +317,16 @@ void standin_install(const standin_config_t *cfg) {
 
 void standin_uninstall(void) {
   si_mem_t *m;
-  struct CUstream_st *s;
-  struct CUevent_st *ev;
-  si_op_t *op;
   /* Pooled staging slabs came from this table: free them through it. */
   coll__slab_pool_clear();
   coll__nccl_table_install(NULL);
   uv_mutex_lock(&si.mu);
   si_nccl_free_all();
-  while ((s = si.streams) != NULL) {
-    si.streams = s->next_all;
-    while ((op = s->head) != NULL) {
-      s->head = op->next;
-      free(op);
-    }
-    free(s);
-  }
-  memset(si.defaults, 0, sizeof si.defaults);
-  while ((ev = si.events) != NULL) {
-    si.events = ev->next_all;
-    free(ev);
-  }
+  si_streams_free_all();
   while ((m = si.mem) != NULL) {
     si.mem = m->next;
     free(m->p);
     free(m);
-  }
-  uv_mutex_unlock(&si.mu);
-}
-
-void standin_stall(int on) {
-  uv_once(&si_once, si_init);
-  uv_mutex_lock(&si.mu);
-  si.stalled = on;
-  if (!on) si_progress_all();
-  uv_mutex_unlock(&si.mu);
-}
-
-void standin_hold(cudaStream_t st, int ms) {
-  struct CUstream_st *s;
-  si_op_t *op;
-  uv_mutex_lock(&si.mu);
-  s = si_stream(st, si_cur_dev);
-  if (s == NULL) {
-    si_misuse("standin_hold: bad stream");
-  } else {
-    op = calloc(1, sizeof *op);
-    op->kind = SI_OP_HOLD;
-    op->until_ms = si_now_ms() + ms;
-    si_post(s, op);
   }
   uv_mutex_unlock(&si.mu);
 }

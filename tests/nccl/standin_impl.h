@@ -273,5 +273,21 @@ void si_launch_progress(void);
 ncclResult_t si_job_start(si_job_t *job, void (*run)(void *));
 void si_jobs_free_all(void);
 void si_cuda_fill(coll_nccl_table_t *t);
+/* The CUDA half's shared pieces (standin_cuda.c): the lock and condition
+ * made once; the current device's primary context made on first use
+ * (under si.mu). A runtime call without a driver fails as CUDA's does. */
+void si_init_once(void);
+void si_touch_ctx(void);
+#define SI_NO_DRIVER()                                        \
+  do {                                                        \
+    if (si.cfg.no_driver) return cudaErrorInsufficientDriver; \
+  } while (0)
+/* Streams and events (standin_stream.c): the runtime's stream, event and
+ * copy calls into the table; each device's legacy default stream made at
+ * install, and every stream, its work and every event freed at uninstall
+ * (both under si.mu). */
+void si_stream_fill(coll_nccl_table_t *t);
+void si_streams_install(void);
+void si_streams_free_all(void);
 
 #endif
