@@ -29,6 +29,12 @@ static int64_t ask_budget(int64_t timeout_ms) {
   return timeout_ms / 2 > 0 ? timeout_ms / 2 : 1;
 }
 
+static int all_answered(const unsigned char *answered, int world) {
+  for (int r = 0; r < world; r++)
+    if (!answered[r]) return 0;
+  return 1;
+}
+
 void coll__t_desync(coll_transport_t *t) {
   coll_pos_snap_t *pos;
   unsigned char *answered;
@@ -49,8 +55,14 @@ void coll__t_desync(coll_transport_t *t) {
   t->p.ask(t->ctx, ask_budget(t->timeout_ms), pos, answered);
   coll__pos_read(t->pos, &pos[t->rank]);
   answered[t->rank] = 1;
-  coll__desync_report(t->rank, t->world, pos, answered, t->timeout_ms, report,
-                      sizeof report);
+  /* A peer that timed out first asked while every rank was there; those
+   * that did not answer this rank may have left since, their call ended by
+   * that peer's report. On a loaded host that report is the better one,
+   * and sharing it keeps every rank's text the same. */
+  if (all_answered(answered, t->world) || t->p.heard == NULL ||
+      !t->p.heard(t->ctx, report, sizeof report))
+    coll__desync_report(t->rank, t->world, pos, answered, t->timeout_ms, report,
+                        sizeof report);
   free(pos);
   free(answered);
   coll__report_cell_publish(&t->report, report, strlen(report));

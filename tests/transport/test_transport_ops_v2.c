@@ -85,10 +85,14 @@ static void v2_tell(void *ctx, const char *report) {
   (void)ctx, (void)report;
   poison_calls++;
 }
+/* What a peer's report says (NULL: no peer has reported). */
+#define HEARD_DEFAULT "rank 1 said \x01\x7f"
+static const char *heard_text = HEARD_DEFAULT;
 static int v2_heard(void *ctx, char *buf, size_t n) {
   (void)ctx;
   poison_calls++;
-  snprintf(buf, n, "rank 1 said \x01\x7f");
+  if (heard_text == NULL) return 0;
+  snprintf(buf, n, "%s", heard_text);
   return 1;
 }
 static coll_status_t v2_link_send(void *ctx, int peer, const void *msg,
@@ -348,11 +352,38 @@ static void test_junk_from_the_table(void **state) {
   /* Rank 1's answer is junk: the report says it did not answer. The
    * fail slot ran instead of abort. */
   coll__t_adopt(t, 1000);
+  heard_text = NULL;
   coll__t_fail(t, COLL_ERR_TIMEOUT);
+  heard_text = HEARD_DEFAULT;
   assert_int_equal(abort_calls, 0);
   assert_int_equal(coll__t_report(t, report, sizeof report), 1);
   if (strstr(report, "rank 1 did not answer") == NULL)
     fail_msg("report: %s", report);
+  coll_transport_destroy(t);
+}
+
+/* This rank timed out late, on its own: a peer that timed out first had
+ * asked while every rank was there and reported, then its report ended the
+ * others' calls and they left, so they do not answer this rank. It shares
+ * the peer's report instead of its own, which would name the ranks that
+ * left as silent. */
+static void test_late_timeout_shares_the_first_report(void **state) {
+  static const char first[] =
+      "allreduce #2 timed out after 1.0 s: rank 1 is in recv from rank 0 "
+      "(tag 7); rank 0 is in it";
+  coll_transport_ops_t o = full_ops();
+  coll_transport_t *t = NULL;
+  char report[COLL_DESYNC_REPORT_MAX];
+  int ctx;
+  (void)state;
+  reset();
+  assert_int_equal(coll_transport_create(&o, &ctx, 0, 2, &t), COLL_OK);
+  coll__t_adopt(t, 1000);
+  heard_text = first;
+  coll__t_fail(t, COLL_ERR_TIMEOUT);
+  heard_text = HEARD_DEFAULT;
+  assert_int_equal(coll__t_report(t, report, sizeof report), 1);
+  assert_string_equal(report, first);
   coll_transport_destroy(t);
 }
 
@@ -420,6 +451,7 @@ int main(void) {
       cmocka_unit_test(test_shrink_without_origins),
       cmocka_unit_test(test_junk_from_the_table),
       cmocka_unit_test(test_heard_report_printable),
+      cmocka_unit_test(test_late_timeout_shares_the_first_report),
       cmocka_unit_test(test_where_codec),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
