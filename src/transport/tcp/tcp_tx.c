@@ -83,9 +83,11 @@ tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why) {
   while (c->sq != NULL && budget-- > 0) {
     struct msghdr mh;
     ssize_t n;
+    size_t asked = 0, i;
     memset(&mh, 0, sizeof mh);
     mh.msg_iov = iov;
     mh.msg_iovlen = (size_t)build_iov(c, iov);
+    for (i = 0; i < mh.msg_iovlen; i++) asked += iov[i].iov_len;
     /* MSG_NOSIGNAL: a peer that vanished is an error code, not SIGPIPE. */
     n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
@@ -96,6 +98,10 @@ tcp_ev_t coll__tcp_tx_progress(tcp_conn_t *c, char *why) {
       return TCP_EV_LOST;
     }
     advance(c, (size_t)n);
+    /* The socket took less than it was given: it is full, and the next
+     * call would fail with EAGAIN; the caller's poll() says when it has
+     * room again. */
+    if ((size_t)n < asked) return TCP_EV_NONE;
   }
   return TCP_EV_NONE;
 }
