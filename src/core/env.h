@@ -36,6 +36,10 @@
  * us at 1000), and medians of 3 at 1 MiB and 16 MiB did not move beyond
  * the two modes. Compare again on a machine with more cores than ranks. */
 #define COLL_DEFAULT_SHM_SPIN_US 50
+/* How long a caller waiting on TCP drives its sockets without sleeping,
+ * microseconds, yielding the core between looks (src/transport/tcp/
+ * tcp_int.h has the measurements behind the default). */
+#define COLL_DEFAULT_TCP_SPIN_US 20
 /* Buffers from which the shared-memory collectives copy their peers'
  * buffers once, through the kernel (transport/shm/shm_cma.c), instead of
  * through the shared slots. Off by default: measured on this 2-core host
@@ -50,6 +54,13 @@
  *   VARIANTS="coll coll:COLL_SHM_SINGLE_COPY=1048576 mpi_vader"
  *   BENCH_SIZES=1048576,4194304,16777216,67108864 bench/vs-peers.sh 2 4 */
 #define COLL_DEFAULT_SHM_SINGLE_COPY 0
+/* The send and receive buffer of a TCP connection between two ranks of
+ * a host whose ranks outnumber its cores, bytes; 0 keeps the buffers every
+ * connection is made with. Off until a quiet sitting decides: on a loaded
+ * machine 512 KiB ran 4 ranks on 2 cores 1.2x-2.2x faster at 16 MiB (8 of
+ * 9 runs) and 1.1x-1.4x slower at 1 MiB (4 of 4)
+ * (src/transport/tcp/tcp_transport.c). */
+#define COLL_DEFAULT_TCP_LOCAL_BUFFER_BYTES 0
 /* The flight recorder's ring: 256 collectives cover the minutes before a
  * hang at training rates at 80 bytes each; the bound keeps a typo from
  * asking for gigabytes. */
@@ -238,6 +249,15 @@ typedef enum coll_knob_kind {
     COLL_I64_MAX, COLL_WORDS_NONE, COLL_DEFAULT_HEARTBEAT_TIMEOUT_MS, 0,       \
     "TCP and shm: a peer silent this long while a call waits on it is "        \
     "unresponsive, ms (default 10000; 0: off)")                                \
+  X(TCP_SPIN_US, "COLL_TCP_SPIN_US", COLL_KNOB_INT, 0, 1000000,                \
+    COLL_WORDS_NONE, COLL_DEFAULT_TCP_SPIN_US, 0,                              \
+    "TCP: microseconds a waiting caller keeps reading its sockets, yielding "  \
+    "the core between tries, before it sleeps in poll() (default 20)")         \
+  X(TCP_LOCAL_BUFFER_BYTES, "COLL_TCP_LOCAL_BUFFER_BYTES", COLL_KNOB_INT, 0,   \
+    1 << 30, COLL_WORDS_NONE, COLL_DEFAULT_TCP_LOCAL_BUFFER_BYTES, 0,          \
+    "TCP: send and receive buffer of each connection between ranks of one "    \
+    "host whose ranks outnumber its cores, bytes (default 0: the 4 MiB of "    \
+    "every connection)")                                                       \
   X(TCP_CONGESTION, "COLL_TCP_CONGESTION", COLL_KNOB_TEXT, 0, 15,              \
     COLL_WORDS_NONE, 0, 0,                                                     \
     "TCP: congestion control of the connections between ranks, e.g. cubic "    \

@@ -48,6 +48,8 @@ static const row_t k_rows[] = {
     {"COLL_SHM_SPIN_US", "-1", "0"},
     {"COLL_SHM_SINGLE_COPY", "1M", "0"},
     {"COLL_HEARTBEAT_TIMEOUT_MS", "soon", "0"},
+    {"COLL_TCP_SPIN_US", "20us", "0"},
+    {"COLL_TCP_LOCAL_BUFFER_BYTES", "512K", "65536"},
     {"COLL_TCP_CONGESTION", "a-name-of-sixteen", "cubic"},
     /* The case of the report: accepted on one host, a comm that could not
      * shrink. */

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "coll_transport.h"
+#include "core/env.h"
 #include "core/origin.h"
 #include "core/position.h"
 #include "transport/common/liveness.h"
@@ -46,7 +47,13 @@ typedef struct coll_tcp_xopts {
   size_t frame_cap;      /* longest frame payload sent or accepted */
   int64_t hs_timeout_ms; /* per accepted connection's handshake */
   int sock_buf;          /* SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning */
-  int64_t spin_ns;       /* wait() retries without sleeping this long */
+  /* SO_SNDBUF/SO_RCVBUF of a connection within a host whose ranks
+   * outnumber its cores, set once it is up (0: sock_buf stays; < 0:
+   * COLL_TCP_LOCAL_BUFFER_BYTES). */
+  int local_buf;
+  unsigned host_cores; /* the host's cores for that (0: coll__host_cores) */
+  /* wait() retries without sleeping this long (< 0: COLL_TCP_SPIN_US) */
+  int64_t spin_ns;
   /* A peer silent this long while a request on its connection is pending
    * is unresponsive (0: no heartbeats; < 0: COLL_HEARTBEAT_TIMEOUT_MS). */
   int64_t hb_timeout_ms;
@@ -65,7 +72,7 @@ typedef struct coll_tcp_xopts {
  * 64 KiB 46 against 59 us; spinning without yielding was worse than not
  * spinning (4 KiB 40-44 us), as a spinning rank takes the core its peer
  * needs; 50 us with yields no better than 20. */
-#define COLL_TCP_SPIN_NS_DEFAULT 20000
+#define COLL_TCP_SPIN_NS_DEFAULT ((int64_t)COLL_DEFAULT_TCP_SPIN_US * 1000)
 
 void coll__tcp_xopts_default(coll_tcp_xopts_t *x);
 

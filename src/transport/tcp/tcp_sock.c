@@ -159,3 +159,36 @@ out:
   if (fd >= 0) close(fd);
   return s;
 }
+
+/* The address of a socket's end without its port, for comparing hosts. */
+static int end_ip(int fd, int peer, struct sockaddr_storage *ss) {
+  socklen_t len = sizeof *ss;
+  memset(ss, 0, sizeof *ss);
+  if ((peer ? getpeername(fd, (struct sockaddr *)ss, &len)
+            : getsockname(fd, (struct sockaddr *)ss, &len)) != 0)
+    return -1;
+  if (ss->ss_family == AF_INET)
+    ((struct sockaddr_in *)ss)->sin_port = 0;
+  else if (ss->ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)ss)->sin6_port = 0;
+  else
+    return -1;
+  return 0;
+}
+
+int coll__tcp_same_host(int fd) {
+  struct sockaddr_storage a, b;
+  if (end_ip(fd, 0, &a) != 0 || end_ip(fd, 1, &b) != 0) return 0;
+  if (a.ss_family != b.ss_family) return 0;
+  if (a.ss_family == AF_INET)
+    return ((struct sockaddr_in *)&a)->sin_addr.s_addr ==
+           ((struct sockaddr_in *)&b)->sin_addr.s_addr;
+  return memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr,
+                &((struct sockaddr_in6 *)&b)->sin6_addr,
+                sizeof(struct in6_addr)) == 0;
+}
+
+void coll__tcp_set_buffers(int fd, int bytes) {
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}

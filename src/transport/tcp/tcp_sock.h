@@ -27,6 +27,14 @@ void coll__tcp_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
  * the window scale covers it). Returns the fd or -errno. */
 int coll__tcp_socket(int family, int sock_buf);
 
+/* 1 when connected socket fd's two ends have one address (a connection
+ * within a host: loopback, or the host's own address), else 0. */
+int coll__tcp_same_host(int fd);
+
+/* Sets fd's send and receive buffers to bytes (the kernel doubles them,
+ * and caps them at net.core.wmem_max and rmem_max). */
+void coll__tcp_set_buffers(int fd, int bytes);
+
 /* Sets fd's congestion control (TCP_CONGESTION) to name. 0, or -errno:
  * ENOENT where the kernel has no such algorithm, EPERM where this process
  * may not choose it (net.ipv4.tcp_allowed_congestion_control). */
