@@ -56,10 +56,9 @@
 #define COLL_DEFAULT_SHM_SINGLE_COPY 0
 /* The send and receive buffer of a TCP connection between two ranks of
  * a host whose ranks outnumber its cores, bytes; 0 keeps the buffers every
- * connection is made with. Off until a quiet sitting decides: on a loaded
- * machine 512 KiB ran 4 ranks on 2 cores 1.2x-2.2x faster at 16 MiB (8 of
- * 9 runs) and 1.1x-1.4x slower at 1 MiB (4 of 4)
- * (src/transport/tcp/tcp_transport.c). */
+ * connection is made with. Off until a quiet sitting decides: the rough
+ * times of a loaded machine favour 512 KiB at 16 MiB and disagree at 1 MiB
+ * (src/transport/tcp/tcp_transport.c has the runs). */
 #define COLL_DEFAULT_TCP_LOCAL_BUFFER_BYTES 0
 /* The flight recorder's ring: 256 collectives cover the minutes before a
  * hang at training rates at 80 bytes each; the bound keeps a typo from

@@ -99,11 +99,13 @@ static void knobs_from_env(coll_tcp_xopts_t *x) {
  * megabytes in ahead of its receiver, which reads them back after they
  * left the caches. With 512 KiB against 4 MiB, 4 ranks on 2 cores, rough
  * times on a loaded machine (bench/tcp-profile.sh, interleaved): 16 MiB
- * 1.2x-2.2x faster in 8 of 9 runs, but 1 MiB 1.1x-1.4x slower in 4 of 4,
- * with more calls and switches per allreduce (16 MiB: 267-354 against
- * 147-204 calls, 51-76 against 23-60 switches). With a core per rank the
- * deep buffers held their own (2 ranks, 64 MiB), and across hosts they
- * cover the links' round trips. */
+ * 1.2x-2.2x faster in 10 of 12 runs (even in one, 1.4x slower in one);
+ * 1 MiB 1.02x-1.4x slower in 5 of 7, 1.4x-1.5x faster in 2; 1 and 2 MiB
+ * buffers no faster than 4 MiB at 16 MiB (3 runs). More calls and switches
+ * per allreduce (16 MiB: 267-354 against 147-216 calls, 51-76 against
+ * 23-60 switches). With a core per rank the deep buffers held their own
+ * (2 ranks, 64 MiB), and across hosts they cover the links' round
+ * trips. */
 static void local_buffers(tcp_transport_t *t) {
   unsigned local = 1, cores = t->x.host_cores;
   int i;
