@@ -80,7 +80,8 @@ static coll_status_t setup(const coll_store_ops_t *store, int rank, int world,
                      timeout,
                      "store bootstrap",
                      "setup: the store failed while the ranks agreed on "
-                     "the outcome"};
+                     "the outcome",
+                     0 /* every rank hears every rank (setup_check.h) */};
   coll_transport_t *t = NULL;
   coll_status_t s;
   char gpu[COLL_GPU_ID_MAX] = "";

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_setup_linger.c: rank 0 keeps its store up while slow ranks are still
- * reading the setup's outcomes. Every rank reads every rank's outcome from
- * rank 0's store; with many ranks on few cores the last ones finish seconds
- * after the first. Here rank r starts reading r * STEP_MS late, so the last
+ * reading the setup's verdict. Every rank reads it from rank 0's store;
+ * with many ranks on few cores the last ones finish seconds after the
+ * first. Here rank r starts reading r * STEP_MS late, so the last
  * finishes well past one COLL_RDV_GRACE_MS (1.5 s) after rank 0, each
  * within one of the rank before: every rank's setup must succeed. (Before,
  * rank 0 closed its store one grace after its own verdict and ranks 3 and 4

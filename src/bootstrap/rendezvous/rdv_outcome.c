@@ -1,19 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdv_outcome.c: the end of the setup is all or nothing. Once its part of
  * the mesh is connected (or has failed), every rank writes its outcome to
- * the store as "outcome/<r>" ("ok", or its status and error text) and waits
- * for every rank's; then all of them return the same thing: COLL_OK when
- * every outcome is "ok", else the status of the lowest failing rank and one
- * text naming every failing rank and why. A rank that never reports (it
- * died, or hangs) is named by the others when the timeout and
- * COLL_RDV_GRACE_MS have passed. A rank whose setup was aborted (the
- * config's abort handle) reports so and returns at once, without waiting
- * for the others. The same code serves libcoll's own store
- * (coll__rdv_conclude, below) and a caller's (coll_comm_init_store): it
- * needs only set and get.
+ * the store as "outcome/<r>" ("ok", or its status and error text); then
+ * all of them return the same thing: COLL_OK when every outcome is "ok",
+ * else the status of the lowest failing rank and one text naming every
+ * failing rank and why. A rank that never reports (it died, or hangs) is
+ * named by the others when the timeout and COLL_RDV_GRACE_MS have passed.
+ * A rank whose setup was aborted (the config's abort handle) reports so
+ * and returns at once, without waiting for the others. The same code
+ * serves libcoll's own store (coll__rdv_conclude, below) and a caller's
+ * (coll_comm_init_store): it needs only set and get.
+ *
+ * Who reads the outcomes: on libcoll's own store (`gather`), rank 0 reads
+ * them all and sets its verdict, "outcome/all", which every other rank
+ * reads: n gets and one set where every rank reading every outcome cost
+ * n squared gets, all served by rank 0's store. Where that verdict does
+ * not come by a rank's own hearing deadline (rank 0 died, hangs, or was
+ * aborted and said "each"), the rank reads every outcome itself, so the
+ * texts are those it would have reached alone. On a caller's store every
+ * rank reads every outcome.
  *
  * In the rendezvous, rank 0 also keeps the store up until every rank has
- * read the outcomes ("done/<r>"), for as long as the others keep using
+ * read the verdict ("done/<r>"), for as long as the others keep using
  * the store within each COLL_RDV_GRACE_MS (linger, below). The limits:
  * the store lives in rank 0, so if rank 0 dies first the others fail with
  * the store's error, each with its own text; and a rank that dies after it
@@ -34,6 +42,9 @@
 #include "core/log.h"
 
 #define OUTCOME_MAX (COLL_ERRMSG_MAX + 16)
+/* Rank 0's verdict under `gather`; "each" asks every rank to hear all. */
+#define VERDICT_KEY "outcome/all"
+#define VERDICT_EACH "each"
 
 /* The wait for everyone's word: our own deadline and a grace, so a rank
  * whose mesh failed exactly at the shared deadline still gets heard. */
@@ -70,8 +81,6 @@ static coll_status_t hear(const coll_setup_t *su, char (*out)[OUTCOME_MAX],
   coll_status_t s;
   int q;
   *nsilent = 0;
-  if (coll__rdv_test_hooks.phase != NULL)
-    coll__rdv_test_hooks.phase(su->rank, "hearing");
   for (q = 0; q < su->world; q++) {
     size_t len = 0;
     snprintf(key, sizeof key, "%soutcome/%d", su->prefix, q);
@@ -131,6 +140,58 @@ out:
   return s;
 }
 
+/* Rank 0 under `gather`: sets the verdict the others read, `v` or, for
+ * v NULL, "ok" when `agreed` is COLL_OK, else "<status> <text>". Keeps
+ * this thread's error text: if the set fails, the others hear everyone
+ * themselves at their deadline. */
+static void tell(const coll_setup_t *su, coll_status_t agreed, const char *v) {
+  char text[OUTCOME_MAX], key[COLL_KV_KEY_MAX], why[COLL_ERRMSG_MAX];
+  coll__err_save(why);
+  if (v == NULL && agreed == COLL_OK)
+    v = "ok";
+  else if (v == NULL) {
+    snprintf(text, sizeof text, "%d %s", (int)agreed, why);
+    v = text;
+  }
+  snprintf(key, sizeof key, "%s" VERDICT_KEY, su->prefix);
+  (void)coll__kv_set(su->ops, key, v, strlen(v));
+  coll__err_restore(why);
+}
+
+/* Ranks other than 0 under `gather`: waits for rank 0's verdict until this
+ * rank's hearing deadline. *heard 1: the verdict came, its status in *out
+ * and its text recorded; *heard 0: it did not come, or says "each". A
+ * store failure is returned. */
+static coll_status_t read_verdict(const coll_setup_t *su, int *heard,
+                                  coll_status_t *out) {
+  char v[OUTCOME_MAX], key[COLL_KV_KEY_MAX];
+  size_t len = 0;
+  int code = 0, off = 0;
+  coll_status_t s;
+  *heard = 0;
+  snprintf(key, sizeof key, "%s" VERDICT_KEY, su->prefix);
+  s = coll__kv_get(su->ops, key, v, OUTCOME_MAX - 1, &len,
+                   coll__remaining_ms(hear_deadline(su)));
+  if (s == COLL_ERR_TIMEOUT) {
+    coll__err_clear();
+    return COLL_OK;
+  }
+  if (s != COLL_OK) return s;
+  v[len < OUTCOME_MAX - 1 ? len : OUTCOME_MAX - 1] = '\0';
+  if (strcmp(v, VERDICT_EACH) == 0) return COLL_OK;
+  *heard = 1;
+  if (strcmp(v, "ok") == 0) {
+    coll__err_clear();
+    *out = COLL_OK;
+  } else if (sscanf(v, "%d %n", &code, &off) < 1 || code <= 0 || off == 0) {
+    *out =
+        coll__err(COLL_ERR_PROTOCOL, "setup: rank 0 sent the verdict '%s'", v);
+  } else {
+    *out = coll__err((coll_status_t)code, "%s", v + off);
+  }
+  return COLL_OK;
+}
+
 coll_status_t coll__setup_outcome(const coll_setup_t *su, coll_status_t mine,
                                   int *agreed) {
   char(*v)[OUTCOME_MAX] = calloc((size_t)su->world, sizeof *v);
@@ -148,12 +209,27 @@ coll_status_t coll__setup_outcome(const coll_setup_t *su, coll_status_t mine,
     /* The caller ended the setup through its abort handle: it asked not
      * to wait any longer. The others learn why from the outcome. */
     s = mine;
+    if (su->gather && su->rank == 0) tell(su, mine, VERDICT_EACH);
     if (agreed != NULL) *agreed = 1;
     goto out;
   }
+  if (coll__rdv_test_hooks.phase != NULL)
+    coll__rdv_test_hooks.phase(su->rank, "hearing");
+  if (su->gather && su->rank != 0) {
+    coll_status_t said = COLL_OK;
+    int heard = 0;
+    COLL_CHECK_GOTO(read_verdict(su, &heard, &said), s, lost);
+    if (heard) {
+      s = said;
+      if (agreed != NULL) *agreed = 1;
+      goto done;
+    }
+  }
   COLL_CHECK_GOTO(hear(su, v, silent, &nsilent), s, lost);
   s = agree(su, v, silent, nsilent);
+  if (su->gather && su->rank == 0) tell(su, s, NULL);
   if (agreed != NULL) *agreed = 1;
+done:
   if (s == COLL_OK)
     COLL_INFO(COLL_LOG_BOOT, "setup: all %d ranks report success", su->world);
   goto out;
@@ -167,11 +243,12 @@ out:
 
 /* ---- the rendezvous's end: libcoll's own store on rank 0 ---------------- */
 
-/* Rank 0: keeps the store up until every rank read the outcomes. Each rank
- * reads n of them, a request each, so with many ranks on few cores the
- * last finish seconds after the first; and as they read in step, none may
- * finish within a grace while all are still reading (256 ranks on 2 cores:
- * the store closed under them and the job failed). So rank 0 waits on for
+/* Rank 0: keeps the store up until every rank read the verdict. With many
+ * ranks on few cores the last reads it seconds after the first (and where
+ * the verdict did not come, a rank reads n outcomes, a request each); as
+ * they read in step, none may finish within a grace while all are still
+ * reading (256 ranks on 2 cores, when every rank read n outcomes: the
+ * store closed under them and the job failed). So rank 0 waits on for
  * as long as the store serves anyone else: a fresh COLL_RDV_GRACE_MS after
  * each grace in which it served more than this wait's own request, up to
  * the setup's deadline plus a grace. A rank that died before saying it

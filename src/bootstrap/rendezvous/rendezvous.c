@@ -16,6 +16,7 @@
  *               (transport_choice.c, rdv_survey.c)
  *   addr/<r>    rank r's transport address
  *   outcome/<r> rank r's setup outcome (rdv_outcome.c)
+ *   outcome/all rank 0's verdict on every outcome, which the others read
  *   done/<r>    rank r no longer needs the store; rank 0 stops it after
  *               every done/<r> exists */
 #include <stdio.h>
@@ -98,7 +99,8 @@ void coll__rdv_setup(coll_rdv_t *r, coll_setup_t *out) {
                         r->timeout_ms,
                         r->at,
                         "setup: lost the rendezvous store on rank 0 while the "
-                        "ranks agreed on the outcome"};
+                        "ranks agreed on the outcome",
+                        1};
 }
 
 /* After a FAIL verdict, keeps the store up (RDV_LINGER_MS at most) until
@@ -312,6 +314,16 @@ void coll__rdv_gpus(const coll_rdv_t *r, coll_gpus_t *out) { *out = r->gpus; }
 void coll__rdv_abandon(coll_rdv_t *r) {
   if (r == NULL) return;
   coll__store_close(r->store);
+  if (r->server != NULL) {
+    /* What the setup cost rank 0's store: it grows with the world size,
+     * and no rank should make it grow faster (bench/setup-scale.sh). */
+    coll_store_stats_t st;
+    coll__store_server_stats(r->server, &st);
+    COLL_INFO(COLL_LOG_BOOT, "rendezvous at %s: the store served %llu requests",
+              r->where, (unsigned long long)st.requests);
+    if (coll__rdv_test_hooks.store_served != NULL)
+      coll__rdv_test_hooks.store_served(st.requests);
+  }
   coll__store_server_stop(r->server);
   free(r);
 }

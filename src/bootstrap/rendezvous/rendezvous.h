@@ -123,9 +123,11 @@ typedef struct coll_rdv_test_hooks {
    * returns the one to publish instead (NULL: that one), e.g. a proxy's
    * that forwards to it. */
   const char *(*publish_as)(int rank, const char *addr);
+  /* Called on rank 0 as its store stops, with the requests it served. */
+  void (*store_served)(uint64_t requests);
 } coll_rdv_test_hooks_t;
 #define COLL_RDV_TEST_HOOKS_OFF \
-  { -1, 0, 0, -1, NULL, NULL, NULL }
+  { -1, 0, 0, -1, NULL, NULL, NULL, NULL }
 extern coll_rdv_test_hooks_t coll__rdv_test_hooks;
 
 /* tcp_create.c ------------------------------------------------------------ */

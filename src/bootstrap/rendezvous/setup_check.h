@@ -7,6 +7,9 @@
  *   compat/<r>   rank r's versions and wire options
  *   gpus/<r>     rank r's host and GPU, under COLL_BACKEND=auto
  *   outcome/<r>  rank r's setup outcome: "ok", or "<status> <text>"
+ *   outcome/all  with `gather`, rank 0's verdict on every outcome: "ok",
+ *                "<status> <text>" (the text every rank returns), or
+ *                "each" (rank 0 did not hear the others: read them all)
  * The store needs only set and get (a get may wait, or ask without
  * waiting); nothing is deleted. One thread per rank. */
 #ifndef COLL_BOOTSTRAP_SETUP_CHECK_H
@@ -26,6 +29,10 @@ typedef struct coll_setup {
   int64_t timeout_ms;  /* the whole setup's, for messages */
   const char *where;   /* opens a mismatch's text: "rendezvous at h:p" */
   const char *lost;    /* prefixed to a store failure while agreeing */
+  /* 1: rank 0 hears every outcome and publishes one verdict that the
+   * others read (about 3n requests in all, where every rank hearing every
+   * rank costs n squared); 0: every rank hears every rank. */
+  int gather;
 } coll_setup_t;
 
 /* This rank's compatibility text: "libcoll 0.1.0 wire 1 (<options that
@@ -71,7 +78,9 @@ coll_status_t coll__setup_gpus_judge(const coll_setup_t *su,
 
 /* Ends the setup all or nothing: sets "outcome/<rank>" from `mine`
  * (COLL_OK, or a failure whose text is in coll_last_error), waits for
- * every rank's until the deadline and COLL_RDV_GRACE_MS more, and returns
+ * every rank's until the deadline and COLL_RDV_GRACE_MS more (with
+ * `gather`, only rank 0 does, and the others read its verdict, each
+ * hearing every rank itself only where that verdict does not come), and returns
  * COLL_OK only when every rank reported "ok"; otherwise the status of the
  * lowest failing rank and one text naming every failing or silent rank
  * and why, the same on every rank that heard everyone. A store failure on
