@@ -39,6 +39,10 @@ struct coll_rdv {
   coll_setup_warn_t warn;           /* when a wait says so next */
   int gpu_named;                    /* this rank named a GPU (cfg->gpu) */
   coll_gpus_t gpus;                 /* rank 0's verdict on the GPUs */
+  /* The TCP addresses read from rank 0's table (rdv_addrs.c), and which
+   * of its keys were read; NULL until the first lookup. */
+  char (*addrs)[COLL_ADDR_TEXT_MAX];
+  char *addrs_loaded;
 };
 
 /* Keys "<prefix>/0" .. "<prefix>/<world-1>" in one allocation (free() it);

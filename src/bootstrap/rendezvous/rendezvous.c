@@ -15,6 +15,7 @@
  *               would run NCCL on if it names one, written before it joins
  *               (transport_choice.c, rdv_survey.c)
  *   addr/<r>    rank r's transport address
+ *   addrs/<c>   rank 0's table of every rank's address (rdv_addrs.c)
  *   outcome/<r> rank r's setup outcome (rdv_outcome.c)
  *   outcome/all rank 0's verdict on every outcome, which the others read
  *   done/<r>    rank r no longer needs the store; rank 0 stops it after
@@ -29,7 +30,6 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "transport/tcp/tcp.h"
 
 /* After a FAIL verdict, rank 0 keeps the store up this long at most for the
  * ranks that are present to read it. */
@@ -325,6 +325,8 @@ void coll__rdv_abandon(coll_rdv_t *r) {
       coll__rdv_test_hooks.store_served(st.requests);
   }
   coll__store_server_stop(r->server);
+  free(r->addrs);
+  free(r->addrs_loaded);
   free(r);
 }
 
@@ -349,44 +351,4 @@ out:
   free(keys);
   coll__rdv_abandon(r);
   return s;
-}
-
-static coll_status_t rdv_publish(void *ctx, int rank, const char *addr) {
-  char key[RDV_KEY_MAX];
-  snprintf(key, sizeof key, "addr/%d", rank);
-  if (rank == coll__rdv_test_hooks.publish_rank &&
-      coll__rdv_test_hooks.publish_addr != NULL)
-    addr = coll__rdv_test_hooks.publish_addr;
-  if (coll__rdv_test_hooks.publish_as != NULL) {
-    const char *other = coll__rdv_test_hooks.publish_as(rank, addr);
-    if (other != NULL) addr = other;
-  }
-  return coll__store_set(((coll_rdv_t *)ctx)->store, key, addr, strlen(addr));
-}
-
-static coll_status_t rdv_lookup(void *ctx, int rank, char *addr, size_t cap,
-                                int64_t deadline_ms) {
-  coll_rdv_t *r = ctx;
-  char key[RDV_KEY_MAX];
-  size_t len = 0;
-  coll_status_t s;
-  if (cap == 0)
-    return coll__err(COLL_ERR_INVALID_ARG, "rendezvous lookup: no room");
-  snprintf(key, sizeof key, "addr/%d", rank);
-  s = coll__store_get(r->store, key, addr, cap - 1, &len,
-                      coll__remaining_ms(deadline_ms));
-  if (s == COLL_ERR_TIMEOUT)
-    return coll__err(s,
-                     "rendezvous at %s: rank %d did not publish its address "
-                     "in time",
-                     r->where, rank);
-  if (s != COLL_OK) return s;
-  addr[len] = '\0';
-  return COLL_OK;
-}
-
-void coll__rdv_tcp_adapter(coll_rdv_t *r, struct coll_tcp_rdv *out) {
-  out->ctx = r;
-  out->publish = rdv_publish;
-  out->lookup = rdv_lookup;
 }

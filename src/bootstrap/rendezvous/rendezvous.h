@@ -100,8 +100,10 @@ coll_status_t coll__rdv_conclude(coll_rdv_t *r, coll_status_t mine);
  * 0, stops the store. NULL is a no-op. */
 void coll__rdv_abandon(coll_rdv_t *r);
 
-/* A coll_tcp_rdv_t (src/transport/tcp/tcp.h) over r: publish sets
- * "addr/<rank>", lookup waits for it. */
+/* A coll_tcp_rdv_t (src/transport/tcp/tcp.h) over r (rdv_addrs.c):
+ * publish sets "addr/<rank>" (on rank 0 it also waits for every rank's and
+ * sets the table "addrs/<c>"); lookup reads rank 0's table once and
+ * answers from it. */
 struct coll_tcp_rdv;
 void coll__rdv_tcp_adapter(coll_rdv_t *r, struct coll_tcp_rdv *out);
 

@@ -16,9 +16,13 @@
  * "[::1]:5678". */
 typedef struct coll_tcp_rdv {
   void *ctx;
-  /* Makes this rank's listen address visible to every rank. */
+  /* Makes this rank's listen address visible to every rank. It may wait
+   * for the others: the rendezvous's rank 0 gathers every rank's address
+   * here into one table the others read (src/bootstrap/rendezvous/
+   * rdv_addrs.c), so the listener must be open before it is called. */
   coll_status_t (*publish)(void *ctx, int rank, const char *addr);
-  /* Waits (until the absolute coll__now_ms deadline) for `rank`'s address. */
+  /* Waits (until the absolute coll__now_ms deadline) for `rank`'s address.
+   * The mesh asks for every lower rank, in order. */
   coll_status_t (*lookup)(void *ctx, int rank, char *addr, size_t cap,
                           int64_t deadline_ms);
 } coll_tcp_rdv_t;

@@ -317,7 +317,9 @@ static coll_status_t mesh_round(tcp_mesh_t *m, struct pollfd *pf,
 }
 
 /* Looks up every lower rank (each published only after listening, so the
- * waits do not depend on us), then connects and accepts until done. */
+ * waits do not depend on us; the rendezvous answers them from one table
+ * that rank 0 publishes, not a store request each), then connects and
+ * accepts until done. */
 static coll_status_t mesh_run(tcp_mesh_t *m, const coll_tcp_rdv_t *rdv) {
   int world = m->o->world, j, cap = world + m->in_cap + 1;
   struct pollfd *pf = calloc((size_t)cap, sizeof *pf);
