@@ -71,14 +71,15 @@ void coll__transport_host_info(coll_transport_mode_t mode, int rank,
  * ("" when absent) point into v. Returns the mode (0 when unreadable). */
 int coll__host_info_split(char *v, char **host, char **gpu);
 
-/* Reads every rank's host info (published before it joined, so this waits
- * only on a rank that skipped it, until the absolute deadline): *use_shm is
- * 1 when every rank is on this host and the mode allows it; host_of[r]
- * (world entries) the number of rank r's host (coll_host_table_t).
+/* Rank 0 reads every rank's host info (published before it joined, so this
+ * waits only on a rank that skipped it, until the absolute deadline) and
+ * publishes what it found; the other ranks read that: *use_shm is 1 when
+ * every rank is on this host and the mode allows it; host_of[r] (world
+ * entries) the number of rank r's host (coll_host_table_t).
  * COLL_ERR_INVALID_ARG when ranks disagree on COLL_TRANSPORT, or it says shm
  * and the ranks are on different hosts (naming them). Every rank reaches the
  * same answer. One thread. */
-coll_status_t coll__transport_choose(coll_store_t *st, int world,
+coll_status_t coll__transport_choose(coll_store_t *st, int rank, int world,
                                      coll_transport_mode_t mode,
                                      int64_t deadline_ms, int *use_shm,
                                      int *host_of);

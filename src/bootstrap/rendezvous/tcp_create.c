@@ -141,9 +141,10 @@ coll_status_t coll__tcp_over(coll_rdv_t *r, const coll_tcp_plan_t *p,
   int shm = 0, *host_of;
   *out = NULL;
   host_of = malloc((size_t)cfg->world * sizeof *host_of);
-  s = host_of != NULL ? coll__transport_choose(coll__rdv_store(r), cfg->world,
-                                               p->mode, deadline, &shm, host_of)
-                      : coll__err(COLL_ERR_NO_MEMORY, "out of memory");
+  s = host_of != NULL
+          ? coll__transport_choose(coll__rdv_store(r), cfg->rank, cfg->world,
+                                   p->mode, deadline, &shm, host_of)
+          : coll__err(COLL_ERR_NO_MEMORY, "out of memory");
   if (s == COLL_OK && shm) {
     s = coll__transport_shm_create(coll__rdv_store(r), cfg->rank, cfg->world,
                                    p->job, p->token, deadline, &t);

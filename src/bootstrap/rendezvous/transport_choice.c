@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* transport_choice.c: TCP or shared memory. Every rank publishes its
- * COLL_TRANSPORT and host identity ("host/<rank>") and reads everyone's;
- * with COLL_TRANSPORT unset or auto and all ranks on this host, or with
+ * COLL_TRANSPORT and host identity ("host/<rank>"); rank 0 reads everyone's
+ * and publishes what it found ("hosts": every rank's host number, or the
+ * failure), which the others read: n + 1 gets where every rank reading
+ * every record cost n squared, all served by rank 0's store. With
+ * COLL_TRANSPORT unset or auto and all ranks on this host, or with
  * shm, the shared-memory transport is built; with tcp, TCP. A comm whose ranks
  * are spread over hosts runs on TCP, and the ranks that share a host also
  * get a shared-memory endpoint among themselves (host_endpoint.c).
@@ -18,6 +21,11 @@
 
 #define CHOICE_KEY_MAX 32
 #define CHOICE_VALUE_MAX COLL_HOST_INFO_MAX
+/* Rank 0's finding: "ok <first rank on another host, or -1> <host of rank
+ * 0> <host of rank 1> ...", "FAIL <status> <text>", or "each" (a world too
+ * large for one value: every rank reads every record). */
+#define HOSTS_KEY "hosts"
+#define HOSTS_VALUE_MAX ((size_t)COLL_STORE_VALUE_MAX)
 
 /* Unset is auto: ranks all on one host get shared memory. It keeps TCP's
  * contracts, heartbeats included (shm_heartbeat.c), and it measured ahead
@@ -73,17 +81,17 @@ int coll__host_info_split(char *v, char **host, char **gpu) {
   return m >= 0 && m < 3 ? m : 0;
 }
 
-coll_status_t coll__transport_choose(coll_store_t *st, int world,
-                                     coll_transport_mode_t mode,
-                                     int64_t deadline_ms, int *use_shm,
-                                     int *host_of) {
+/* Every rank's record: host_of[r], and *other the first rank on another
+ * host than rank 0's (-1: none). */
+static coll_status_t read_all(coll_store_t *st, int world,
+                              coll_transport_mode_t mode, int64_t deadline_ms,
+                              int *other_out, int *host_of) {
   char key[CHOICE_KEY_MAX];
   char *first = NULL, *got = NULL;
   coll_host_table_t hosts = {NULL, 0, 0};
   const char *host0 = "";
   int other = -1, m0 = 0;
   coll_status_t s = COLL_OK;
-  *use_shm = 0;
   first = malloc(CHOICE_VALUE_MAX);
   got = malloc(CHOICE_VALUE_MAX);
   if (first == NULL || got == NULL) {
@@ -122,11 +130,92 @@ coll_status_t coll__transport_choose(coll_store_t *st, int world,
       }
     }
   }
-  *use_shm = mode != COLL_TRANSPORT_TCP && other < 0;
+  *other_out = other;
 out:
   coll__host_table_free(&hosts);
   free(first);
   free(got);
+  return s;
+}
+
+/* Rank 0: publishes what read_all found (s, other, host_of). Keeps this
+ * thread's error text; a failed set leaves the others to time out. */
+static void tell(coll_store_t *st, int world, coll_status_t s, int other,
+                 const int *host_of) {
+  char *v = malloc(HOSTS_VALUE_MAX), why[COLL_ERRMSG_MAX];
+  size_t used = 0;
+  int r;
+  coll__err_save(why);
+  if (v == NULL) goto out;
+  if (s != COLL_OK) {
+    used = (size_t)snprintf(v, HOSTS_VALUE_MAX, "FAIL %d %s", (int)s, why);
+  } else {
+    used = (size_t)snprintf(v, HOSTS_VALUE_MAX, "ok %d", other);
+    for (r = 0; r < world && used + 16 < HOSTS_VALUE_MAX; r++)
+      used +=
+          (size_t)snprintf(v + used, HOSTS_VALUE_MAX - used, " %d", host_of[r]);
+    if (r < world) used = (size_t)snprintf(v, HOSTS_VALUE_MAX, "each");
+  }
+  (void)coll__store_set(st, HOSTS_KEY, v, used);
+out:
+  free(v);
+  coll__err_restore(why);
+}
+
+/* Ranks other than 0: rank 0's finding. *each 1: it says "each". */
+static coll_status_t hear(coll_store_t *st, int world, int64_t deadline_ms,
+                          int *other, int *host_of, int *each) {
+  char *v = malloc(HOSTS_VALUE_MAX), *p, *end;
+  int code = 0, off = 0, r;
+  coll_status_t s;
+  *each = 0;
+  if (v == NULL)
+    return coll__err(COLL_ERR_NO_MEMORY, "transport choice: out of memory");
+  s = get_value(st, HOSTS_KEY, v, HOSTS_VALUE_MAX, deadline_ms);
+  if (s != COLL_OK) goto out;
+  if (strcmp(v, "each") == 0) {
+    *each = 1;
+    goto out;
+  }
+  if (sscanf(v, "FAIL %d %n", &code, &off) >= 1 && code > 0 && off > 0) {
+    s = coll__err((coll_status_t)code, "%s", v + off);
+    goto out;
+  }
+  if (strncmp(v, "ok ", 3) != 0) goto bad;
+  *other = (int)strtol(v + 3, &end, 10);
+  for (r = 0, p = end; r < world; r++, p = end) {
+    long h = strtol(p, &end, 10);
+    if (end == p || h < 0 || h >= world) goto bad;
+    host_of[r] = (int)h;
+  }
+  if (*other < -1 || *other >= world) goto bad;
+  goto out;
+bad:
+  s = coll__err(COLL_ERR_PROTOCOL,
+                "transport choice: rank 0 sent '%.64s' for the hosts of %d "
+                "ranks",
+                v, world);
+out:
+  free(v);
+  return s;
+}
+
+coll_status_t coll__transport_choose(coll_store_t *st, int rank, int world,
+                                     coll_transport_mode_t mode,
+                                     int64_t deadline_ms, int *use_shm,
+                                     int *host_of) {
+  coll_status_t s;
+  int other = -1, each = 0;
+  *use_shm = 0;
+  if (rank == 0) {
+    s = read_all(st, world, mode, deadline_ms, &other, host_of);
+    tell(st, world, s, other, host_of);
+  } else {
+    s = hear(st, world, deadline_ms, &other, host_of, &each);
+    if (s == COLL_OK && each)
+      s = read_all(st, world, mode, deadline_ms, &other, host_of);
+  }
+  if (s == COLL_OK) *use_shm = mode != COLL_TRANSPORT_TCP && other < 0;
   return s;
 }
 
