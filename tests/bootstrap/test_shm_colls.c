@@ -19,59 +19,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "boot_test.h"
 #include "coll.h"
 #include "cpu/choose.h"
-#include "reduce/half.h"
-#include "reduce/reduce.h"
+#include "rank_checks.h"
+#include "rank_job.h"
 #include "test_util.h"
 
-#define MAX_RANKS 4
 #define CHILD_MS 90000
 #define SLOT (256u * 1024u) /* shm_int.h: a slot per rank and buffer */
 
 enum { CASE_RESULTS, CASE_KILL, CASE_ABORT };
 
-typedef struct rank_out {
-  int status; /* coll_status_t of the step that failed; -1 a wrong result */
-  char msg[400];
-  int checked; /* collectives checked */
-} rank_out_t;
-
-typedef struct job {
-  int world, port, rank, kase;
-  rank_out_t *out;
-} job_t;
-
-/* The rank's first failure (boot_test.h). */
-#define fail_out(o, s, ...) \
-  bt_fail_out(&(o)->status, (o)->msg, sizeof(o)->msg, s, __VA_ARGS__)
-
-static int quick(void) {
-  const char *q = getenv("TEST_QUICK");
-  return q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
-}
-
-/* ---- values and the serial reference -------------------------------- */
-
-/* The seed of rank r's block d in a reduce-scatter (as bt_reference). */
-static int rs_seed(int r, int d) { return r + 4 * d; }
-
 /* ---- the ranks --------------------------------------------------------- */
-
-static int same(const void *a, const void *b, size_t n, size_t *at) {
-  const unsigned char *x = a, *y = b;
-  for (size_t i = 0; i < n; i++)
-    if (x[i] != y[i]) {
-      *at = i;
-      return 0;
-    }
-  return 1;
-}
 
 /* Bytes around each round boundary: one, a cache line and a bit, a slot's
  * share per rank for reduce-scatter, a slot, several rounds. */
@@ -87,71 +49,8 @@ static size_t sizes(int world, size_t *out) {
   return k;
 }
 
-static void broadcasts(coll_comm_t *c, int rank, int world, rank_out_t *o) {
-  size_t sz[8], k = sizes(world, sz);
-  for (size_t b = 0; b < k && !o->status; b++)
-    for (int root = 0; root < world && !o->status; root++) {
-      size_t n = sz[b];
-      char *buf = malloc(n), *want = malloc(n);
-      size_t at;
-      coll_status_t s;
-      if (buf == NULL || want == NULL) {
-        fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-      } else {
-        bt_fill_values(want, COLL_U8, COLL_SUM, 50 + root, n);
-        if (rank == root)
-          memcpy(buf, want, n);
-        else
-          memset(buf, 0xee, n);
-        s = coll_broadcast(c, buf, n, COLL_U8, root, NULL);
-        if (s != COLL_OK)
-          fail_out(o, s, "broadcast %zu from %d: %s", n, root,
-                   coll_last_error());
-        else if (!same(buf, want, n, &at))
-          fail_out(o, COLL_OK, "broadcast %zu from %d: byte %zu differs", n,
-                   root, at);
-        o->checked++;
-      }
-      free(buf);
-      free(want);
-    }
-}
-
-static void allgathers(coll_comm_t *c, int rank, int world, rank_out_t *o) {
-  size_t sz[8], k = sizes(world, sz);
-  for (size_t b = 0; b < k && !o->status; b++) {
-    size_t n = sz[b];
-    int in_place = (int)(b & 1);
-    char *all = malloc(n * (size_t)world), *want = malloc(n * (size_t)world);
-    char *mine = malloc(n);
-    size_t at;
-    coll_status_t s;
-    if (all == NULL || want == NULL || mine == NULL) {
-      fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-      goto next;
-    }
-    for (int r = 0; r < world; r++)
-      bt_fill_values(want + r * n, COLL_U8, COLL_SUM, r, n);
-    memset(all, 0xee, n * (size_t)world);
-    bt_fill_values(mine, COLL_U8, COLL_SUM, rank, n);
-    if (in_place) memcpy(all + (size_t)rank * n, mine, n);
-    s = coll_allgather(c, in_place ? all + (size_t)rank * n : mine, all, n,
-                       COLL_U8, NULL);
-    if (s != COLL_OK)
-      fail_out(o, s, "allgather %zu: %s", n, coll_last_error());
-    else if (!same(all, want, n * (size_t)world, &at))
-      fail_out(o, COLL_OK, "allgather %zu (%s): byte %zu (rank %zu's) differs",
-               n, in_place ? "in place" : "out of place", at, at / n);
-    o->checked++;
-  next:
-    free(all);
-    free(want);
-    free(mine);
-  }
-}
-
 static void reduce_scatters(coll_comm_t *c, int rank, int world,
-                            rank_out_t *o) {
+                            bt_rank_out_t *o) {
   static const coll_op_t ops[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN,
                                   COLL_AVG};
   size_t sz[8], k = sizes(world, sz);
@@ -160,42 +59,9 @@ static void reduce_scatters(coll_comm_t *c, int rank, int world,
     size_t es = coll_dtype_size(dt);
     for (size_t b = 0; b < k && !o->status; b++)
       for (size_t q = 0; q < sizeof ops / sizeof ops[0] && !o->status; q++) {
-        coll_op_t op = ops[q];
-        size_t n = sz[b] / es > 0 ? sz[b] / es : 1, at;
-        char *send, *got, *want, *again;
-        coll_status_t s;
-        if (quick() && sz[b] > SLOT && op != COLL_SUM) continue;
-        send = malloc(n * es * (size_t)world);
-        again = malloc(n * es * (size_t)world);
-        got = malloc(n * es);
-        want = malloc(n * es);
-        if (send == NULL || again == NULL || got == NULL || want == NULL ||
-            bt_reference(want, dt, op, world, rank, n) != 0) {
-          fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-          goto next;
-        }
-        for (int r = 0; r < world; r++)
-          bt_fill_values(send + (size_t)r * n * es, dt, op, rs_seed(rank, r),
-                         n);
-        memcpy(again, send, n * es * (size_t)world);
-        s = coll_reduce_scatter(c, send, got, n, dt, op, NULL);
-        if (s != COLL_OK)
-          fail_out(o, s, "reduce-scatter %s %s %zu: %s", coll_dtype_name(dt),
-                   coll_op_name(op), n, coll_last_error());
-        else if (!same(got, want, n * es, &at))
-          fail_out(o, COLL_OK,
-                   "reduce-scatter %s %s %zu: element %zu differs from the "
-                   "serial reference in rank order",
-                   coll_dtype_name(dt), coll_op_name(op), n, at / es);
-        else if (memcmp(send, again, n * es * (size_t)world) != 0)
-          fail_out(o, COLL_OK, "reduce-scatter %s %s %zu: send buffer changed",
-                   coll_dtype_name(dt), coll_op_name(op), n);
-        o->checked++;
-      next:
-        free(send);
-        free(again);
-        free(got);
-        free(want);
+        if (bt_quick() && sz[b] > SLOT && ops[q] != COLL_SUM) continue;
+        bt_check_reduce_scatter(c, rank, world, dt, ops[q],
+                                sz[b] / es > 0 ? sz[b] / es : 1, o);
       }
   }
 }
@@ -208,29 +74,30 @@ static uint64_t rounds(coll_comm_t *c) {
   return sh != NULL ? coll__rounds_next(sh) : 0;
 }
 
-static void results(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+static void results(coll_comm_t *c, int rank, int world, bt_rank_out_t *o) {
   uint64_t r0 = rounds(c), used;
-  broadcasts(c, rank, world, o);
-  allgathers(c, rank, world, o);
+  size_t sz[8], k = sizes(world, sz);
+  bt_check_broadcasts(c, rank, world, sz, k, o);
+  bt_check_allgathers(c, rank, world, sz, k, o);
   reduce_scatters(c, rank, world, o);
   /* The descriptor agreement goes by messages; every collective took at
    * least one shared round. */
   used = rounds(c) - r0 - 1;
   if (!o->status && used < (uint64_t)o->checked)
-    fail_out(o, COLL_OK, "%d collectives ran only %llu shared rounds",
-             o->checked, (unsigned long long)used);
+    bt_out_fail(o, COLL_OK, "%d collectives ran only %llu shared rounds",
+                o->checked, (unsigned long long)used);
 }
 
 /* The last rank dies before its third broadcast while the others wait on
  * its flags: they fail naming it. */
-static void kill_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+static void kill_case(coll_comm_t *c, const bt_job_t *j, bt_rank_out_t *o) {
   size_t n = 1 << 20;
   char *a = calloc(n, 1);
   int victim = j->world - 1;
   char want[48];
   coll_status_t s = COLL_OK;
   if (a == NULL) {
-    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+    bt_out_fail(o, COLL_ERR_NO_MEMORY, "out of memory");
     return;
   }
   for (int it = 0; it < 10 && s == COLL_OK; it++) {
@@ -240,9 +107,9 @@ static void kill_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
   free(a);
   snprintf(want, sizeof want, "rank %d lost", victim);
   if (s != COLL_ERR_PEER_LOST || strstr(coll_last_error(), want) == NULL)
-    fail_out(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
-             "expected PEER_LOST naming %s: %s: %s", want, coll_status_name(s),
-             coll_last_error());
+    bt_out_fail(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
+                "expected PEER_LOST naming %s: %s: %s", want,
+                coll_status_name(s), coll_last_error());
 }
 
 static void *abort_soon(void *p) {
@@ -253,7 +120,7 @@ static void *abort_soon(void *p) {
 
 /* Rank 0 enters an allgather that rank 1 joins only later and aborts it
  * from another thread: ABORTED; rank 1's then fails naming rank 0. */
-static void abort_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+static void abort_case(coll_comm_t *c, const bt_job_t *j, bt_rank_out_t *o) {
   char a[2 * 4096] = {0};
   coll_status_t s;
   if (j->rank == 0) {
@@ -261,27 +128,27 @@ static void abort_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
     pthread_t th;
     if (coll_comm_abort_handle(c, &h) != COLL_OK ||
         pthread_create(&th, NULL, abort_soon, h) != 0) {
-      fail_out(o, COLL_ERR_INTERNAL, "setup: %s", coll_last_error());
+      bt_out_fail(o, COLL_ERR_INTERNAL, "setup: %s", coll_last_error());
       return;
     }
     s = coll_allgather(c, a, a, 4096, COLL_U8, NULL);
     pthread_join(th, NULL);
     coll_abort_handle_release(h);
     if (s != COLL_ERR_ABORTED)
-      fail_out(o, s, "expected ABORTED: %s: %s", coll_status_name(s),
-               coll_last_error());
+      bt_out_fail(o, s, "expected ABORTED: %s: %s", coll_status_name(s),
+                  coll_last_error());
     return;
   }
   test_sleep_ms(1500);
   s = coll_allgather(c, a + 4096, a, 4096, COLL_U8, NULL);
   if (s != COLL_ERR_ABORTED || strstr(coll_last_error(), "rank 0") == NULL)
-    fail_out(o, s, "expected ABORTED naming rank 0: %s: %s",
-             coll_status_name(s), coll_last_error());
+    bt_out_fail(o, s, "expected ABORTED naming rank 0: %s: %s",
+                coll_status_name(s), coll_last_error());
 }
 
 static int rank_main(void *p) {
-  job_t *j = p;
-  rank_out_t *o = &j->out[j->rank];
+  bt_job_t *j = p;
+  bt_rank_out_t *o = bt_job_out(j, j->rank);
   coll_comm_t *c = NULL;
   coll_status_t s;
   bt_launch_env(j->rank, j->world, j->port);
@@ -290,14 +157,14 @@ static int rank_main(void *p) {
   setenv("COLL_TIMEOUT_MS", "30000", 1);
   s = coll_comm_init_env(NULL, &c);
   if (s != COLL_OK) {
-    fail_out(o, s, "init: %s", coll_last_error());
+    bt_out_fail(o, s, "init: %s", coll_last_error());
     return 0;
   }
   if (!coll__cpu_shared(c->be) ||
       !coll__cpu_shm_others_fit(c->be, SIZE_MAX - 1))
-    fail_out(o, COLL_OK,
-             "auto does not take the shared-memory collectives at every "
-             "size");
+    bt_out_fail(o, COLL_OK,
+                "auto does not take the shared-memory collectives at every "
+                "size");
   else if (j->kase == CASE_RESULTS)
     results(c, j->rank, j->world, o);
   else if (j->kase == CASE_KILL)
@@ -310,42 +177,18 @@ static int rank_main(void *p) {
 
 /* ---- the test process ---------------------------------------------------- */
 
-static rank_out_t *run_job(int world, int kase, int *st) {
-  pid_t pids[MAX_RANKS];
-  job_t j = {world, bt_free_port("127.0.0.1"), 0, kase, NULL};
-  rank_out_t *out = mmap(NULL, sizeof *out * MAX_RANKS, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(out != MAP_FAILED);
-  memset(out, 0, sizeof *out * MAX_RANKS);
-  j.out = out;
-  for (int r = 0; r < world; r++) {
-    j.rank = r;
-    pids[r] = bt_fork(rank_main, &j);
-    assert_true(pids[r] > 0);
-  }
-  for (int r = 0; r < world; r++) st[r] = bt_wait_child(pids[r], CHILD_MS);
-  return out;
-}
-
-static void expect_ok(int world, int skip, rank_out_t *out, const int *st) {
-  for (int r = 0; r < world; r++) {
-    if (r == skip) continue;
-    if (out[r].status != 0)
-      fail_msg("world %d rank %d: %s", world, r, out[r].msg);
-    assert_int_equal(st[r], 0);
-  }
-}
-
 static void results_case(int world) {
-  int st[MAX_RANKS];
+  bt_job_t j;
   size_t sz[8];
   int k = (int)sizes(world, sz), rs = 0;
-  rank_out_t *out = run_job(world, CASE_RESULTS, st);
-  for (int b = 0; b < k; b++) rs += quick() && sz[b] > SLOT ? 1 : 5;
-  expect_ok(world, -1, out, st);
+  bt_job_run(&j, world, CASE_RESULTS, sizeof(bt_rank_out_t), rank_main,
+             CHILD_MS);
+  for (int b = 0; b < k; b++) rs += bt_quick() && sz[b] > SLOT ? 1 : 5;
+  bt_job_expect_ok(&j, -1);
   for (int r = 0; r < world; r++)
-    assert_int_equal(out[r].checked, k * world + k + COLL_DTYPE_COUNT * rs);
-  munmap(out, sizeof *out * MAX_RANKS);
+    assert_int_equal(bt_job_out(&j, r)->checked,
+                     k * world + k + COLL_DTYPE_COUNT * rs);
+  bt_job_end(&j);
 }
 
 static void test_results_2(void **state) {
@@ -364,22 +207,20 @@ static void test_results_4(void **state) {
 }
 
 static void test_killed_rank_named(void **state) {
-  int st[MAX_RANKS];
-  rank_out_t *out;
+  bt_job_t j;
   (void)state;
-  out = run_job(3, CASE_KILL, st);
-  assert_int_equal(st[2], 128 + SIGKILL);
-  expect_ok(3, 2, out, st);
-  munmap(out, sizeof *out * MAX_RANKS);
+  bt_job_run(&j, 3, CASE_KILL, sizeof(bt_rank_out_t), rank_main, CHILD_MS);
+  assert_int_equal(j.st[2], 128 + SIGKILL);
+  bt_job_expect_ok(&j, 2);
+  bt_job_end(&j);
 }
 
 static void test_abort_while_waiting(void **state) {
-  int st[MAX_RANKS];
-  rank_out_t *out;
+  bt_job_t j;
   (void)state;
-  out = run_job(2, CASE_ABORT, st);
-  expect_ok(2, -1, out, st);
-  munmap(out, sizeof *out * MAX_RANKS);
+  bt_job_run(&j, 2, CASE_ABORT, sizeof(bt_rank_out_t), rank_main, CHILD_MS);
+  bt_job_expect_ok(&j, -1);
+  bt_job_end(&j);
 }
 
 int main(void) {

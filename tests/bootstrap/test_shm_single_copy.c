@@ -22,17 +22,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "boot_test.h"
 #include "coll.h"
 #include "cpu/choose.h"
+#include "rank_checks.h"
+#include "rank_job.h"
 #include "test_util.h"
 #include "transport/shm/shm.h"
 
-#define MAX_RANKS 4
 #define CHILD_MS 120000
 
 enum {
@@ -45,28 +44,15 @@ enum {
   CASE_KNOB_BAD  /* not a number: refused at creation */
 };
 
+/* A rank's record: the common part first (rank_job.h), then what the
+ * single copies did. */
 typedef struct rank_out {
-  int status; /* coll_status_t of the step that failed; -1 a wrong result */
-  char msg[400];
-  int checked;       /* collectives checked */
+  bt_rank_out_t r;
   long copies;       /* single copies this rank made */
   size_t copy_from;  /* the endpoint's single-copy threshold */
   int said_fallback; /* the INFO log says there is no single copy */
   pid_t pid;
 } rank_out_t;
-
-typedef struct job {
-  int world, port, rank, kase;
-  rank_out_t *out;
-} job_t;
-
-#define fail_out(o, s, ...) \
-  bt_fail_out(&(o)->status, (o)->msg, sizeof(o)->msg, s, __VA_ARGS__)
-
-static int quick(void) {
-  const char *q = getenv("TEST_QUICK");
-  return q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
-}
 
 static const coll_op_t ops[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN,
                                 COLL_AVG};
@@ -75,7 +61,7 @@ static const coll_op_t ops[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_MIN,
 /* ---- counting single copies, and the kill in the middle of one ---------- */
 
 static long copies;
-static const job_t *kill_job; /* CASE_KILL on rank 0 */
+static const bt_job_t *kill_job; /* CASE_KILL on rank 0 */
 static int kill_armed;
 
 /* Waits until pid is gone or a zombie: its memory can no longer be read. */
@@ -100,7 +86,7 @@ static void on_copy(int peer, size_t len) {
   (void)len;
   copies++;
   if (kill_job != NULL && kill_armed && peer == kill_job->world - 1) {
-    pid_t victim = kill_job->out[peer].pid;
+    pid_t victim = ((const rank_out_t *)kill_job->out)[peer].pid;
     kill_armed = 0;
     kill(victim, SIGKILL);
     wait_dead(victim);
@@ -109,21 +95,11 @@ static void on_copy(int peer, size_t len) {
 
 /* ---- the collectives --------------------------------------------------- */
 
-static int same(const void *a, const void *b, size_t n, size_t *at) {
-  const unsigned char *x = a, *y = b;
-  for (size_t i = 0; i < n; i++)
-    if (x[i] != y[i]) {
-      *at = i;
-      return 0;
-    }
-  return 1;
-}
-
 /* The largest sizes check the chunking, not the kernels (the smaller ones
  * run every op in the same mode): SUM and MIN there, SUM alone under
  * TEST_QUICK. */
 static int big_skip(int big, coll_op_t op) {
-  return big && op != COLL_SUM && (quick() || op != COLL_MIN);
+  return big && op != COLL_SUM && (bt_quick() || op != COLL_MIN);
 }
 
 /* Allreduce bytes: one element; a few cache lines (some ranks' slices
@@ -138,7 +114,7 @@ static size_t ar_sizes(size_t es, size_t *out) {
   return k;
 }
 
-static void allreduces(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+static void allreduces(coll_comm_t *c, int rank, int world, bt_rank_out_t *o) {
   for (int d = 0; d < COLL_DTYPE_COUNT && !o->status; d++) {
     coll_dtype_t dt = (coll_dtype_t)d;
     size_t es = coll_dtype_size(dt), sz[4], k = ar_sizes(es, sz);
@@ -155,21 +131,21 @@ static void allreduces(coll_comm_t *c, int rank, int world, rank_out_t *o) {
         want = malloc(n * es);
         if (mine == NULL || got == NULL || want == NULL ||
             bt_reference(want, dt, op, world, 0, n) != 0) {
-          fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+          bt_out_fail(o, COLL_ERR_NO_MEMORY, "out of memory");
           goto next;
         }
         bt_fill_values(mine, dt, op, rank, n);
         if (in_place) memcpy(got, mine, n * es);
         s = coll_allreduce(c, in_place ? got : mine, got, n, dt, op, NULL);
         if (s != COLL_OK)
-          fail_out(o, s, "allreduce %s %s %zu: %s", coll_dtype_name(dt),
-                   coll_op_name(op), n, coll_last_error());
-        else if (!same(got, want, n * es, &at))
-          fail_out(o, COLL_OK,
-                   "allreduce %s %s %zu (%s): element %zu differs from the "
-                   "serial reference in rank order",
-                   coll_dtype_name(dt), coll_op_name(op), n,
-                   in_place ? "in place" : "out of place", at / es);
+          bt_out_fail(o, s, "allreduce %s %s %zu: %s", coll_dtype_name(dt),
+                      coll_op_name(op), n, coll_last_error());
+        else if (!bt_same(got, want, n * es, &at))
+          bt_out_fail(o, COLL_OK,
+                      "allreduce %s %s %zu (%s): element %zu differs from the "
+                      "serial reference in rank order",
+                      coll_dtype_name(dt), coll_op_name(op), n,
+                      in_place ? "in place" : "out of place", at / es);
         o->checked++;
       next:
         free(mine);
@@ -182,129 +158,47 @@ static void allreduces(coll_comm_t *c, int rank, int world, rank_out_t *o) {
 static const size_t other_sizes[] = {8, 72, 300 * 1024 + 8};
 #define NOTHER (sizeof other_sizes / sizeof other_sizes[0])
 
-static void broadcasts(coll_comm_t *c, int rank, int world, rank_out_t *o) {
-  for (size_t b = 0; b < NOTHER && !o->status; b++)
-    for (int root = 0; root < world && !o->status; root++) {
-      size_t n = other_sizes[b], at;
-      char *buf = malloc(n), *want = malloc(n);
-      coll_status_t s;
-      if (buf == NULL || want == NULL) {
-        fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-      } else {
-        bt_fill_values(want, COLL_U8, COLL_SUM, 50 + root, n);
-        if (rank == root)
-          memcpy(buf, want, n);
-        else
-          memset(buf, 0xee, n);
-        s = coll_broadcast(c, buf, n, COLL_U8, root, NULL);
-        if (s != COLL_OK)
-          fail_out(o, s, "broadcast %zu from %d: %s", n, root,
-                   coll_last_error());
-        else if (!same(buf, want, n, &at))
-          fail_out(o, COLL_OK, "broadcast %zu from %d: byte %zu differs", n,
-                   root, at);
-        o->checked++;
-      }
-      free(buf);
-      free(want);
-    }
-}
-
-static void allgathers(coll_comm_t *c, int rank, int world, rank_out_t *o) {
-  for (size_t b = 0; b < NOTHER && !o->status; b++) {
-    size_t n = other_sizes[b], at, all_n = n * (size_t)world;
-    int in_place = (int)(b & 1);
-    char *all = malloc(all_n), *want = malloc(all_n), *mine = malloc(n);
-    coll_status_t s;
-    if (all == NULL || want == NULL || mine == NULL) {
-      fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-      goto next;
-    }
-    for (int r = 0; r < world; r++)
-      bt_fill_values(want + (size_t)r * n, COLL_U8, COLL_SUM, r, n);
-    memset(all, 0xee, all_n);
-    bt_fill_values(mine, COLL_U8, COLL_SUM, rank, n);
-    if (in_place) memcpy(all + (size_t)rank * n, mine, n);
-    s = coll_allgather(c, in_place ? all + (size_t)rank * n : mine, all, n,
-                       COLL_U8, NULL);
-    if (s != COLL_OK)
-      fail_out(o, s, "allgather %zu: %s", n, coll_last_error());
-    else if (!same(all, want, all_n, &at))
-      fail_out(o, COLL_OK, "allgather %zu (%s): byte %zu differs", n,
-               in_place ? "in place" : "out of place", at);
-    o->checked++;
-  next:
-    free(all);
-    free(want);
-    free(mine);
-  }
-}
-
 static void reduce_scatters(coll_comm_t *c, int rank, int world,
-                            rank_out_t *o) {
+                            bt_rank_out_t *o) {
   for (int d = 0; d < COLL_DTYPE_COUNT && !o->status; d++) {
     coll_dtype_t dt = (coll_dtype_t)d;
     size_t es = coll_dtype_size(dt);
     for (size_t b = 0; b < NOTHER && !o->status; b++)
       for (size_t q = 0; q < NOPS && !o->status; q++) {
-        coll_op_t op = ops[q];
-        size_t n = other_sizes[b] / es > 0 ? other_sizes[b] / es : 1, at;
-        if (big_skip(b == NOTHER - 1, op)) continue;
-        size_t in_n = n * es * (size_t)world;
-        char *send = malloc(in_n), *got = malloc(n * es),
-             *want = malloc(n * es);
-        coll_status_t s;
-        if (send == NULL || got == NULL || want == NULL ||
-            bt_reference(want, dt, op, world, rank, n) != 0) {
-          fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
-          goto next;
-        }
-        for (int r = 0; r < world; r++)
-          bt_fill_values(send + (size_t)r * n * es, dt, op, rank + 4 * r, n);
-        s = coll_reduce_scatter(c, send, got, n, dt, op, NULL);
-        if (s != COLL_OK)
-          fail_out(o, s, "reduce-scatter %s %s %zu: %s", coll_dtype_name(dt),
-                   coll_op_name(op), n, coll_last_error());
-        else if (!same(got, want, n * es, &at))
-          fail_out(o, COLL_OK,
-                   "reduce-scatter %s %s %zu: element %zu differs from the "
-                   "serial reference in rank order",
-                   coll_dtype_name(dt), coll_op_name(op), n, at / es);
-        o->checked++;
-      next:
-        free(send);
-        free(got);
-        free(want);
+        if (big_skip(b == NOTHER - 1, ops[q])) continue;
+        bt_check_reduce_scatter(
+            c, rank, world, dt, ops[q],
+            other_sizes[b] / es > 0 ? other_sizes[b] / es : 1, o);
       }
   }
 }
 
 /* The number of collectives results() checks on each rank. */
 static int results_count(int world) {
-  int big = quick() ? 1 : 2;
+  int big = bt_quick() ? 1 : 2;
   int ar = COLL_DTYPE_COUNT * (3 * (int)NOPS + big);
   int rs = COLL_DTYPE_COUNT * (((int)NOTHER - 1) * (int)NOPS + big);
   return ar + (int)NOTHER * world + (int)NOTHER + rs;
 }
 
-static void results(coll_comm_t *c, int rank, int world, rank_out_t *o) {
+static void results(coll_comm_t *c, int rank, int world, bt_rank_out_t *o) {
   allreduces(c, rank, world, o);
-  broadcasts(c, rank, world, o);
-  allgathers(c, rank, world, o);
+  bt_check_broadcasts(c, rank, world, other_sizes, NOTHER, o);
+  bt_check_allgathers(c, rank, world, other_sizes, NOTHER, o);
   reduce_scatters(c, rank, world, o);
 }
 
 /* Rank 0 kills the last rank in the middle of its fourth allreduce, just
  * before it copies from the victim's memory: every survivor fails naming
  * it. */
-static void kill_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+static void kill_case(coll_comm_t *c, const bt_job_t *j, bt_rank_out_t *o) {
   size_t n = 1 << 18;
   float *a = calloc(n, sizeof *a);
   int victim = j->world - 1;
   char want[48];
   coll_status_t s = COLL_OK;
   if (a == NULL) {
-    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+    bt_out_fail(o, COLL_ERR_NO_MEMORY, "out of memory");
     return;
   }
   if (j->rank == 0) kill_job = j;
@@ -315,18 +209,18 @@ static void kill_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
   free(a);
   snprintf(want, sizeof want, "rank %d lost", victim);
   if (s != COLL_ERR_PEER_LOST || strstr(coll_last_error(), want) == NULL)
-    fail_out(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
-             "expected PEER_LOST naming %s: %s: %s", want, coll_status_name(s),
-             coll_last_error());
+    bt_out_fail(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
+                "expected PEER_LOST naming %s: %s: %s", want,
+                coll_status_name(s), coll_last_error());
 }
 
 /* One allreduce at the agreed threshold, and one just below it. */
-static void knob_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
+static void knob_case(coll_comm_t *c, const bt_job_t *j, bt_rank_out_t *o) {
   size_t n = (1u << 20) / sizeof(float);
   float *a = calloc(n, sizeof *a);
   coll_status_t s = COLL_OK;
   if (a == NULL) {
-    fail_out(o, COLL_ERR_NO_MEMORY, "out of memory");
+    bt_out_fail(o, COLL_ERR_NO_MEMORY, "out of memory");
     return;
   }
   for (size_t i = 0; i < n; i++) a[i] = (float)(j->rank + 1);
@@ -334,10 +228,10 @@ static void knob_case(coll_comm_t *c, const job_t *j, rank_out_t *o) {
   if (s == COLL_OK)
     s = coll_allreduce(c, a, a, n - 16, COLL_F32, COLL_MAX, NULL);
   if (s != COLL_OK)
-    fail_out(o, s, "allreduce: %s", coll_last_error());
+    bt_out_fail(o, s, "allreduce: %s", coll_last_error());
   else if (a[0] != 6.0f || a[n - 1] != 6.0f)
-    fail_out(o, COLL_OK, "allreduce: %g and %g where 6 is due", (double)a[0],
-             (double)a[n - 1]);
+    bt_out_fail(o, COLL_OK, "allreduce: %g and %g where 6 is due", (double)a[0],
+                (double)a[n - 1]);
   free(a);
 }
 
@@ -355,14 +249,14 @@ static int log_says(FILE *log, const char *part) {
 }
 
 static int rank_main(void *p) {
-  job_t *j = p;
-  rank_out_t *o = &j->out[j->rank];
+  bt_job_t *j = p;
+  rank_out_t *o = (rank_out_t *)bt_job_out(j, j->rank);
   coll_comm_t *c = NULL;
   coll_status_t s;
   FILE *log = tmpfile();
   o->pid = getpid();
   if (log == NULL || dup2(fileno(log), 2) < 0) {
-    fail_out(o, COLL_ERR_SYSTEM, "no log file: %s", strerror(errno));
+    bt_out_fail(&o->r, COLL_ERR_SYSTEM, "no log file: %s", strerror(errno));
     return 0;
   }
   bt_launch_env(j->rank, j->world, j->port);
@@ -387,29 +281,29 @@ static int rank_main(void *p) {
   if (j->kase == CASE_KNOB_BAD) {
     if (s != COLL_ERR_INVALID_ARG ||
         strstr(coll_last_error(), "COLL_SHM_SINGLE_COPY='1M'") == NULL)
-      fail_out(o, s == COLL_OK ? COLL_ERR_INTERNAL : s,
-               "expected INVALID_ARG naming COLL_SHM_SINGLE_COPY: %s: %s",
-               coll_status_name(s), coll_last_error());
+      bt_out_fail(&o->r, s == COLL_OK ? COLL_ERR_INTERNAL : s,
+                  "expected INVALID_ARG naming COLL_SHM_SINGLE_COPY: %s: %s",
+                  coll_status_name(s), coll_last_error());
     if (s == COLL_OK) coll_comm_destroy(c);
     return 0;
   }
   if (s != COLL_OK) {
-    fail_out(o, s, "init: %s", coll_last_error());
+    bt_out_fail(&o->r, s, "init: %s", coll_last_error());
     return 0;
   }
   o->copy_from = coll__t_copy_from(((coll_cpu_t *)c->be)->t);
   o->said_fallback = log_says(log, "no single copy");
   if (!coll__cpu_shared(c->be) ||
       !coll__cpu_shm_others_fit(c->be, SIZE_MAX - 1))
-    fail_out(o, COLL_OK,
-             "auto does not take the shared-memory collectives at every "
-             "size");
+    bt_out_fail(&o->r, COLL_OK,
+                "auto does not take the shared-memory collectives at every "
+                "size");
   else if (j->kase == CASE_KILL)
-    kill_case(c, j, o);
+    kill_case(c, j, &o->r);
   else if (j->kase >= CASE_KNOBS)
-    knob_case(c, j, o);
+    knob_case(c, j, &o->r);
   else
-    results(c, j->rank, j->world, o);
+    results(c, j->rank, j->world, &o->r);
   o->copies = copies;
   coll_comm_destroy(c);
   return 0;
@@ -417,39 +311,21 @@ static int rank_main(void *p) {
 
 /* ---- the test process ---------------------------------------------------- */
 
-static rank_out_t *run_job(int world, int kase, int *st) {
-  pid_t pids[MAX_RANKS];
-  job_t j = {world, bt_free_port("127.0.0.1"), 0, kase, NULL};
-  rank_out_t *out = mmap(NULL, sizeof *out * MAX_RANKS, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(out != MAP_FAILED);
-  memset(out, 0, sizeof *out * MAX_RANKS);
-  j.out = out;
-  for (int r = 0; r < world; r++) {
-    j.rank = r;
-    pids[r] = bt_fork(rank_main, &j);
-    assert_true(pids[r] > 0);
-    out[r].pid = pids[r];
-  }
-  for (int r = 0; r < world; r++) st[r] = bt_wait_child(pids[r], CHILD_MS);
-  return out;
-}
+/* The ranks' records, after bt_job_run. */
+static rank_out_t *outs(const bt_job_t *j) { return j->out; }
 
-static void expect_ok(int world, int skip, rank_out_t *out, const int *st) {
-  for (int r = 0; r < world; r++) {
-    if (r == skip) continue;
-    if (out[r].status != 0)
-      fail_msg("world %d rank %d: %s", world, r, out[r].msg);
-    assert_int_equal(st[r], 0);
-  }
+static void run_job(bt_job_t *j, int world, int kase) {
+  bt_job_run(j, world, kase, sizeof(rank_out_t), rank_main, CHILD_MS);
 }
 
 static void results_case(int world, int kase) {
-  int st[MAX_RANKS];
-  rank_out_t *out = run_job(world, kase, st);
-  expect_ok(world, -1, out, st);
+  bt_job_t j;
+  rank_out_t *out;
+  run_job(&j, world, kase);
+  out = outs(&j);
+  bt_job_expect_ok(&j, -1);
   for (int r = 0; r < world; r++) {
-    assert_int_equal(out[r].checked, results_count(world));
+    assert_int_equal(out[r].r.checked, results_count(world));
     if (kase == CASE_ON) {
       assert_int_equal(out[r].copy_from, 1);
       assert_true(out[r].copies > 0);
@@ -460,7 +336,7 @@ static void results_case(int world, int kase) {
       assert_true(out[r].said_fallback);
     }
   }
-  munmap(out, sizeof *out * MAX_RANKS);
+  bt_job_end(&j);
 }
 
 static void test_on_2(void **state) {
@@ -492,52 +368,52 @@ static void test_one_refuses_3(void **state) {
  * 1 MiB: one allreduce of it copies once per peer and slice, the one just
  * below it none. */
 static void test_knob_largest_wins(void **state) {
-  int st[MAX_RANKS];
+  bt_job_t j;
   rank_out_t *out;
   (void)state;
-  out = run_job(3, CASE_KNOBS, st);
-  expect_ok(3, -1, out, st);
+  run_job(&j, 3, CASE_KNOBS);
+  out = outs(&j);
+  bt_job_expect_ok(&j, -1);
   for (int r = 0; r < 3; r++) {
     assert_int_equal(out[r].copy_from, 1u << 20);
     /* Its slice (a third of 1 MiB: two chunks of 256 KiB) of each peer's
      * input, then each peer's slice. */
     assert_int_equal(out[r].copies, 2 * 2 + 2);
   }
-  munmap(out, sizeof *out * MAX_RANKS);
+  bt_job_end(&j);
 }
 
 static void test_knob_zero_on_one_rank(void **state) {
-  int st[MAX_RANKS];
+  bt_job_t j;
   rank_out_t *out;
   (void)state;
-  out = run_job(3, CASE_KNOB_OFF, st);
-  expect_ok(3, -1, out, st);
+  run_job(&j, 3, CASE_KNOB_OFF);
+  out = outs(&j);
+  bt_job_expect_ok(&j, -1);
   for (int r = 0; r < 3; r++) {
     assert_int_equal(out[r].copy_from, 0);
     assert_int_equal(out[r].copies, 0);
     assert_true(out[r].said_fallback);
   }
-  munmap(out, sizeof *out * MAX_RANKS);
+  bt_job_end(&j);
 }
 
 static void test_knob_refused(void **state) {
-  int st[MAX_RANKS];
-  rank_out_t *out;
+  bt_job_t j;
   (void)state;
-  out = run_job(2, CASE_KNOB_BAD, st);
-  expect_ok(2, -1, out, st);
-  munmap(out, sizeof *out * MAX_RANKS);
+  run_job(&j, 2, CASE_KNOB_BAD);
+  bt_job_expect_ok(&j, -1);
+  bt_job_end(&j);
 }
 
 static void test_killed_mid_copy(void **state) {
-  int st[MAX_RANKS];
-  rank_out_t *out;
+  bt_job_t j;
   (void)state;
-  out = run_job(3, CASE_KILL, st);
-  assert_int_equal(st[2], 128 + SIGKILL);
-  expect_ok(3, 2, out, st);
-  assert_true(out[0].copies > 0);
-  munmap(out, sizeof *out * MAX_RANKS);
+  run_job(&j, 3, CASE_KILL);
+  assert_int_equal(j.st[2], 128 + SIGKILL);
+  bt_job_expect_ok(&j, 2);
+  assert_true(outs(&j)[0].copies > 0);
+  bt_job_end(&j);
 }
 
 int main(void) {
