@@ -30,6 +30,12 @@ coll_status_t coll__check_overlap(const char *what, const void *send,
                                   size_t send_bytes, const void *recv,
                                   size_t recv_bytes);
 
+/* An i-form's request pointer: NULL is refused; otherwise *req is set to
+ * NULL, which it reads until a request was issued, so a call that fails
+ * leaves none. (The blocking forms pass NULL to the shared body, which
+ * coll__issue takes as "wait for the result".) */
+coll_status_t coll__check_req(const char *what, coll_request_t **req);
+
 /* The buffers of a batch: valid dtypes, counts and pointers, a total that
  * fits in memory, and no two sharing a byte (each is reduced in place). */
 coll_status_t coll__check_batch(const char *what, const coll_comm_t *c,

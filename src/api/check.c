@@ -12,6 +12,13 @@ coll_status_t coll__check_comm(const char *what, const coll_comm_t *c) {
   return COLL_OK;
 }
 
+coll_status_t coll__check_req(const char *what, coll_request_t **req) {
+  if (req == NULL)
+    return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what);
+  *req = NULL;
+  return COLL_OK;
+}
+
 coll_status_t coll__check_dtype(const char *what, coll_dtype_t dt) {
   if ((unsigned)dt >= COLL_DTYPE_COUNT)
     return coll__err(COLL_ERR_INVALID_ARG, "%s: invalid dtype %d", what,

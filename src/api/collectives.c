@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* collectives.c: the public collectives: check arguments, build the work,
- * issue it. Each blocking call is its nonblocking form plus a wait. */
+ * issue it. Each blocking call and its i-form share one body: the
+ * blocking call passes no request, which coll__issue takes as issue and
+ * wait; the i-form checks its request pointer first. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
-
-/* The i-forms need a request pointer; the blocking forms pass NULL. It
- * reads NULL until a request was issued, so a failed call leaves none. */
-#define CHECK_REQ(what, req)                                           \
-  do {                                                                 \
-    if ((req) == NULL)                                                 \
-      return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what); \
-    *(req) = NULL;                                                     \
-  } while (0)
 
 static coll_status_t allreduce(coll_comm_t *c, const void *send, void *recv,
                                size_t count, coll_dtype_t dt, coll_op_t op,
@@ -47,7 +40,7 @@ coll_status_t coll_allreduce(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_iallreduce(coll_comm_t *c, const void *send, void *recv,
                               size_t count, coll_dtype_t dt, coll_op_t op,
                               void *stream, coll_request_t **req) {
-  CHECK_REQ("iallreduce", req);
+  COLL_CHECK(coll__check_req("iallreduce", req));
   return allreduce(c, send, recv, count, dt, op, stream, req);
 }
 
@@ -76,7 +69,7 @@ coll_status_t coll_allreduce_batch(coll_comm_t *c, const coll_buffer_t *bufs,
 coll_status_t coll_iallreduce_batch(coll_comm_t *c, const coll_buffer_t *bufs,
                                     size_t nbufs, coll_op_t op, void *stream,
                                     coll_request_t **req) {
-  CHECK_REQ("iallreduce_batch", req);
+  COLL_CHECK(coll__check_req("iallreduce_batch", req));
   return batch(c, bufs, nbufs, op, stream, req);
 }
 
@@ -109,7 +102,7 @@ coll_status_t coll_iallreduce_premul_sum(coll_comm_t *c,
                                          const coll_buffer_t *bufs,
                                          size_t nbufs, float factor,
                                          void *stream, coll_request_t **req) {
-  CHECK_REQ("iallreduce_premul_sum", req);
+  COLL_CHECK(coll__check_req("iallreduce_premul_sum", req));
   return premul(c, bufs, nbufs, factor, stream, req);
 }
 
@@ -140,7 +133,7 @@ coll_status_t coll_broadcast(coll_comm_t *c, void *buf, size_t count,
 coll_status_t coll_ibroadcast(coll_comm_t *c, void *buf, size_t count,
                               coll_dtype_t dt, int root, void *stream,
                               coll_request_t **req) {
-  CHECK_REQ("ibroadcast", req);
+  COLL_CHECK(coll__check_req("ibroadcast", req));
   return broadcast(c, buf, count, dt, root, stream, req);
 }
 
@@ -176,7 +169,7 @@ coll_status_t coll_allgather(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_iallgather(coll_comm_t *c, const void *send, void *recv,
                               size_t count, coll_dtype_t dt, void *stream,
                               coll_request_t **req) {
-  CHECK_REQ("iallgather", req);
+  COLL_CHECK(coll__check_req("iallgather", req));
   return allgather(c, send, recv, count, dt, stream, req);
 }
 
@@ -215,7 +208,7 @@ coll_status_t coll_reduce_scatter(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_ireduce_scatter(coll_comm_t *c, const void *send, void *recv,
                                    size_t count, coll_dtype_t dt, coll_op_t op,
                                    void *stream, coll_request_t **req) {
-  CHECK_REQ("ireduce_scatter", req);
+  COLL_CHECK(coll__check_req("ireduce_scatter", req));
   return reduce_scatter(c, send, recv, count, dt, op, stream, req);
 }
 
@@ -254,7 +247,7 @@ coll_status_t coll_reduce(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_ireduce(coll_comm_t *c, const void *send, void *recv,
                            size_t count, coll_dtype_t dt, coll_op_t op,
                            int root, void *stream, coll_request_t **req) {
-  CHECK_REQ("ireduce", req);
+  COLL_CHECK(coll__check_req("ireduce", req));
   return reduce(c, send, recv, count, dt, op, root, stream, req);
 }
 
@@ -268,7 +261,7 @@ static coll_status_t barrier(coll_comm_t *c, coll_request_t **req) {
 coll_status_t coll_barrier(coll_comm_t *c) { return barrier(c, NULL); }
 
 coll_status_t coll_ibarrier(coll_comm_t *c, coll_request_t **req) {
-  CHECK_REQ("ibarrier", req);
+  COLL_CHECK(coll__check_req("ibarrier", req));
   return barrier(c, req);
 }
 
@@ -294,7 +287,7 @@ coll_status_t coll_negotiate_dtype(coll_comm_t *c, coll_dtype_t local,
 coll_status_t coll_inegotiate_dtype(coll_comm_t *c, coll_dtype_t local,
                                     coll_dtype_t *agreed,
                                     coll_request_t **req) {
-  CHECK_REQ("inegotiate_dtype", req);
+  COLL_CHECK(coll__check_req("inegotiate_dtype", req));
   return negotiate(c, local, agreed, req);
 }
 
@@ -328,6 +321,6 @@ coll_status_t coll_federated_average(coll_comm_t *c, float *data, size_t count,
 coll_status_t coll_ifederated_average(coll_comm_t *c, float *data, size_t count,
                                       int64_t deadline_ms, int *participants,
                                       coll_request_t **req) {
-  CHECK_REQ("ifederated_average", req);
+  COLL_CHECK(coll__check_req("ifederated_average", req));
   return fedavg(c, data, count, deadline_ms, participants, req);
 }

@@ -1,19 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* exchange.c: the public gather, scatter and all-to-all: check arguments,
- * build the work, issue it. Each blocking call is its nonblocking form
- * plus a wait. */
+ * build the work, issue it. Each blocking call and its i-form share one
+ * body: the blocking call passes no request, which coll__issue takes as
+ * issue and wait; the i-form checks its request pointer first. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "api/api.h"
-
-#define CHECK_REQ(what, req)                                           \
-  do {                                                                 \
-    if ((req) == NULL)                                                 \
-      return coll__err(COLL_ERR_INVALID_ARG, "%s: req is NULL", what); \
-    *(req) = NULL;                                                     \
-  } while (0)
 
 /* Gather and scatter: `mine` is this rank's block (count elements), `all`
  * the root's world blocks; in place when mine is the root's own block of
@@ -59,7 +53,7 @@ coll_status_t coll_gather(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_igather(coll_comm_t *c, const void *send, void *recv,
                            size_t count, coll_dtype_t dt, int root,
                            void *stream, coll_request_t **req) {
-  CHECK_REQ("igather", req);
+  COLL_CHECK(coll__check_req("igather", req));
   return gather(c, send, recv, count, dt, root, stream, req);
 }
 
@@ -88,7 +82,7 @@ coll_status_t coll_scatter(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_iscatter(coll_comm_t *c, const void *send, void *recv,
                             size_t count, coll_dtype_t dt, int root,
                             void *stream, coll_request_t **req) {
-  CHECK_REQ("iscatter", req);
+  COLL_CHECK(coll__check_req("iscatter", req));
   return scatter(c, send, recv, count, dt, root, stream, req);
 }
 
@@ -128,7 +122,7 @@ coll_status_t coll_alltoall(coll_comm_t *c, const void *send, void *recv,
 coll_status_t coll_ialltoall(coll_comm_t *c, const void *send, void *recv,
                              size_t count, coll_dtype_t dt, void *stream,
                              coll_request_t **req) {
-  CHECK_REQ("ialltoall", req);
+  COLL_CHECK(coll__check_req("ialltoall", req));
   return alltoall(c, send, recv, count, dt, stream, req);
 }
 
@@ -269,7 +263,7 @@ coll_status_t coll_ialltoallv(coll_comm_t *c, const void *send,
                               const size_t *recv_counts,
                               const size_t *recv_displs, coll_dtype_t dt,
                               void *stream, coll_request_t **req) {
-  CHECK_REQ("ialltoallv", req);
+  COLL_CHECK(coll__check_req("ialltoallv", req));
   return alltoallv(c, send, send_counts, send_displs, recv, recv_counts,
                    recv_displs, dt, stream, req);
 }

@@ -58,8 +58,7 @@ coll_status_t coll_send(coll_comm_t *c, const void *buf, size_t count,
 coll_status_t coll_isend(coll_comm_t *c, const void *buf, size_t count,
                          coll_dtype_t dt, int peer, uint32_t tag,
                          coll_request_t **req) {
-  if (req == NULL) return coll__err(COLL_ERR_INVALID_ARG, "isend: req is NULL");
-  *req = NULL; /* until a request was issued */
+  COLL_CHECK(coll__check_req("isend", req));
   return p2p_send(c, buf, count, dt, peer, tag, req);
 }
 
@@ -72,8 +71,7 @@ coll_status_t coll_recv(coll_comm_t *c, void *buf, size_t count,
 coll_status_t coll_irecv(coll_comm_t *c, void *buf, size_t count,
                          coll_dtype_t dt, int peer, uint32_t tag,
                          size_t *received, coll_request_t **req) {
-  if (req == NULL) return coll__err(COLL_ERR_INVALID_ARG, "irecv: req is NULL");
-  *req = NULL;
+  COLL_CHECK(coll__check_req("irecv", req));
   return p2p_recv(c, buf, count, dt, peer, tag, received, req);
 }
 
@@ -116,8 +114,6 @@ coll_status_t coll_recv_any(coll_comm_t *c, void *buf, size_t count,
 coll_status_t coll_irecv_any(coll_comm_t *c, void *buf, size_t count,
                              coll_dtype_t dt, uint32_t tag, int *source,
                              size_t *received, coll_request_t **req) {
-  if (req == NULL)
-    return coll__err(COLL_ERR_INVALID_ARG, "irecv_any: req is NULL");
-  *req = NULL;
+  COLL_CHECK(coll__check_req("irecv_any", req));
   return p2p_recv_any(c, buf, count, dt, tag, source, received, req);
 }
