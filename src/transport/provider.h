@@ -6,8 +6,8 @@
  *
  * A provider is a table of slots over its own endpoint state (`ctx`, one
  * rank's endpoint). The mandatory slots are the public ones: isend, irecv,
- * wait, abort and destroy, with exactly the rules coll.h states for
- * coll_transport_ops_t (matching by (peer, tag) in order, posting never
+ * wait, abort and destroy, with exactly the rules coll_transport.h states
+ * for coll_transport_ops_t (matching by (peer, tag) in order, posting never
  * waits, every wait moves every pending request, texts recorded on the
  * calling thread, abort from any thread). The optional slots below give a
  * comm what a bare table cannot: the rank where a failure started, the
@@ -51,7 +51,7 @@ typedef struct coll_provider {
   uint32_t version; /* COLL_PROVIDER_VERSION */
   const char *name; /* "tcp", "shm", ...; copied */
 
-  /* Mandatory: the public slots, with coll.h's rules. */
+  /* Mandatory: the public slots, with coll_transport.h's rules. */
   coll_status_t (*isend)(void *ctx, int peer, uint32_t tag, const void *buf,
                          size_t len, void **req);
   coll_status_t (*irecv)(void *ctx, int peer, uint32_t tag, void *buf,
@@ -59,7 +59,8 @@ typedef struct coll_provider {
   coll_status_t (*wait)(void *ctx, void *req, int64_t timeout_ms, size_t *len);
   void (*abort)(void *ctx);
   void (*destroy)(void *ctx);
-  /* Optional, coll.h's rules; NULL: a dissemination barrier on messages. */
+  /* Optional, coll_transport.h's rules; NULL: a dissemination barrier on
+   * messages. */
   coll_status_t (*barrier)(void *ctx, int64_t timeout_ms);
 
   /* Failure origins. fail(ctx, o) ends the endpoint as abort does, for a

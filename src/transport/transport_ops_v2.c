@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* transport_ops_v2.c: a third party's version 2 table as a provider. Its
- * slots speak coll.h's types (coll_fail_origin_t, the bytes of a "where"),
- * so each endpoint gets a small wrapper (tops_ep_t) as its provider ctx
- * that converts, and judges what the third party hands back (origins,
- * answers, reports carried from peers) as bytes off a wire. Shrink runs
- * the survivors' agreement of libcoll's own transports over the table's
- * links, then asks the table for the survivors' endpoint. */
+ * slots speak coll_transport.h's types (coll_fail_origin_t, the bytes of
+ * a "where"), so each endpoint gets a small wrapper (tops_ep_t) as its
+ * provider ctx that converts, and judges what the third party hands back
+ * (origins, answers, reports carried from peers) as bytes off a wire.
+ * Shrink runs the survivors' agreement of libcoll's own transports over
+ * the table's links, then asks the table for the survivors' endpoint. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +84,9 @@ int coll__tops_where_decode(const unsigned char in[COLL_TRANSPORT_WHERE_BYTES],
 /* ---- conversions ----------------------------------------------------------
  */
 
-/* The public causes have the internal causes' numbers (coll.h promises
- * them stable; origin.h's travel on the TCP wire), checked here once. */
+/* The public causes have the internal causes' numbers (coll_transport.h
+ * promises them stable; origin.h's travel on the TCP wire): checked here
+ * once. */
 #define SAME_CAUSE(x) ((int)COLL_FAIL_##x == (int)COLL_CAUSE_##x)
 _Static_assert(SAME_CAUSE(LOST) && SAME_CAUSE(ABORTED) &&
                    SAME_CAUSE(DESTROYED) && SAME_CAUSE(PROTOCOL) &&

@@ -3,8 +3,8 @@
  * message path: isend writes a frame at once (so a send completes when
  * posted, as a buffered send may), a receiving thread per endpoint reads
  * every peer's frames and matches them to receives by (peer, tag) in
- * order, keeping the rest until a receive comes. Written against coll.h
- * alone. */
+ * order, keeping the rest until a receive comes. Written against
+ * coll_transport.h alone. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sock_transport_v2.c: the test socket transport's version 2 slots, as
- * coll.h states them and nothing more: origins told before anything
- * closes and the first one heard forwarded; "where are you?" answered by
- * the receiving thread whatever the rank's threads do; the report told
- * and kept; shrink's links on their own sockets, and the survivors' world
- * wired by the first survivor that gets there. Written against coll.h
- * alone. */
+ * coll_transport.h states them and nothing more: origins told before
+ * anything closes and the first one heard forwarded; "where are you?" answered
+ * by the receiving thread whatever the rank's threads do; the report told and
+ * kept; shrink's links on their own sockets, and the survivors' world wired by
+ * the first survivor that gets there. Written against coll_transport.h alone.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -52,9 +52,9 @@ static void heard_origin(sock_ep_t *e, const coll_fail_origin_t *o) {
 
 /* A peer that said goodbye: only the requests that involve it end (what
  * it sent before it went is still received, and the others carry on). A
- * peer lost without goodbye: everything ends, as coll.h allows, since the
- * comm cannot go on without it and the wait that learns of it may be on
- * another peer. */
+ * peer lost without goodbye: everything ends, as coll_transport.h allows,
+ * since the comm cannot go on without it and the wait that learns of it
+ * may be on another peer. */
 void sock_peer_gone(sock_ep_t *e, int peer, int bye, int err) {
   coll_fail_origin_t o = {peer, bye ? COLL_FAIL_DESTROYED : COLL_FAIL_LOST,
                           bye ? 0u : (uint32_t)err};

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_shm_transport.c: the transport rules (coll.h) on the shared-memory
- * transport, between forked rank processes: matching per (source, tag),
- * independent tags, zero-length messages, long messages over many cells,
+/* test_shm_transport.c: the transport rules (coll_transport.h) on the
+ * shared-memory transport, between forked rank processes: matching per (source,
+ * tag), independent tags, zero-length messages, long messages over many cells,
  * LENGTH_MISMATCH, abort from another thread, timeouts, a killed peer, two
  * threads on one endpoint, bad arguments; and nothing left in /dev/shm. */
 #include <pthread.h>

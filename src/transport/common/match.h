@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* match.h: matching messages to receives by (peer, tag), oldest first, as
- * the public contract orders them (coll.h: two messages from one peer
- * with one tag match their receives in posting order). Every provider
+ * the public contract orders them (coll_transport.h: two messages from one
+ * peer with one tag match their receives in posting order). Every provider
  * keeps two queues of this kind: receives posted and not yet matched, and
  * messages that arrived (or are arriving) before their receive. A queue
  * holds items embedded in the provider's own records (a request, an early
