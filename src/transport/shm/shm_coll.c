@@ -20,8 +20,6 @@
 /* The longest sleep between two looks at the flags: a safety net for a
  * doorbell rung while another thread of this rank slept on it. */
 #define SHM_FLAG_SLEEP_MS 10
-/* Looks between two sched_yield calls while spinning. */
-#define SHM_FLAG_SPINS_PER_YIELD 64
 
 static shm_hdr_t *hdr_of(const shm_ep_t *ep, int r) {
   return r == ep->rank ? ep->hdr : ep->peers[r].region;
@@ -92,7 +90,7 @@ static const coll_rounds_ops_t shm_rounds_ops = {
 };
 
 coll_status_t coll__shm_rounds_init(shm_ep_t *ep) {
-  coll_wait_policy_t pol = {(uint64_t)ep->spin_ns, SHM_FLAG_SPINS_PER_YIELD,
+  coll_wait_policy_t pol = {(uint64_t)ep->spin_ns, ep->per_yield,
                             SHM_FLAG_SLEEP_MS, 0};
   coll_rounds_t *R = &ep->rounds;
   /* The collectives designed for shared memory count members: a host

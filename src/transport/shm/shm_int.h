@@ -58,6 +58,17 @@
  * close to call. 64 KiB segments left 1 MiB at 1.88 GB/s against 1.96. */
 #define SHM_SEGMENT_BYTES (256u * 1024u)
 
+/* How a waiter spins (common/waiter.h): looks between two sched_yield
+ * calls. On a crowded host, one with more than SHM_CROWDED_RANKS_PER_CORE
+ * of the endpoint's ranks per core (its cpuset's), it yields at every look
+ * and spins only SHM_SPIN_CROWDED_US unless COLL_SHM_SPIN_US is set: there
+ * a spinning waiter holds the core the peer it waits for needs. Two ranks
+ * per core still spin the default: 4 ranks on 2 cores were measured with
+ * 50 us ahead of 200 (core/env.h). */
+#define SHM_SPINS_PER_YIELD 64
+#define SHM_CROWDED_RANKS_PER_CORE 2u
+#define SHM_SPIN_CROWDED_US 5
+
 /* Bytes of one slot of the shared-memory collectives (shm_coll.c); every
  * rank's region holds four: a slot and a result area for each of two
  * buffers. A round of a collective moves at most this much per rank, so
@@ -232,7 +243,10 @@ typedef struct shm_ep {
   int closed;
   coll_status_t close_status; /* what the close failed requests with */
   atomic_int aborted;
+  /* How a waiter spins before it sleeps (common/waiter.h): this long,
+   * yielding the core every per_yield looks (shm_setup.c: crowded). */
   int64_t spin_ns;
+  unsigned per_yield;
   /* Liveness (shm_heartbeat.c): the heartbeat timeout (0: none), the
    * thread that answers peers' questions and, with heartbeats, beats and
    * watches, its watch (common/silence.h) and what it last saw of each

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/cores.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -462,6 +463,14 @@ static shm_ep_t *ep_new(const coll_shm_opts_t *o) {
   coll__origin_cell_init(&ep->left);
   for (int p = 0; p < o->world; p++) ep->peers[p].sock = ep->peers[p].bell = -1;
   coll__shm_layout(o->world, &ep->lay);
+  ep->per_yield = SHM_SPINS_PER_YIELD;
+  if ((unsigned)o->world > SHM_CROWDED_RANKS_PER_CORE * coll__host_cores()) {
+    /* Crowded: a waiter that spins holds the core the peer it waits for
+     * needs. It yields at every look and, unless COLL_SHM_SPIN_US says
+     * otherwise, sleeps soon. */
+    ep->per_yield = 1;
+    if (!coll__knob_set(COLL_ENV_SHM_SPIN_US)) spin_us = SHM_SPIN_CROWDED_US;
+  }
   ep->spin_ns = spin_us * 1000;
   pthread_mutex_init(&ep->mu, NULL);
   pthread_condattr_init(&ca);

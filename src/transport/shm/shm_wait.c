@@ -23,8 +23,6 @@
 /* A thread waiting behind the leader re-checks at least this often: a
  * safety net only, every change is broadcast. */
 #define SHM_FOLLOWER_MAX_MS 50
-/* Looks between two sched_yield calls while spinning. */
-#define SHM_SPINS_PER_YIELD 64
 
 /* Under ep->mu: one progress pass, broadcast to the other waiters when it
  * moved anything. */
@@ -202,7 +200,7 @@ coll_status_t coll__shm_wait(void *ctx, void *req, int64_t timeout_ms,
   shm_waiting_t w = {ep, req, {0}};
   /* The peers' sockets are looked at by sleeping waits; a poll looks at
    * them once itself. */
-  coll_wait_policy_t pol = {(uint64_t)ep->spin_ns, SHM_SPINS_PER_YIELD, -1, 1};
+  coll_wait_policy_t pol = {(uint64_t)ep->spin_ns, ep->per_yield, -1, 1};
   int done = look(&w) == COLL_WAIT_DONE;
   if (!done && timeout_ms == 0) {
     check_peers(ep);
