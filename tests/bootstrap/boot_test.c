@@ -343,3 +343,23 @@ void bt_launch_env(int rank, int world, int port) {
   setenv("MASTER_PORT", v, 1);
   setenv("COLL_BACKEND", "cpu", 1);
 }
+
+coll_status_t bt_tcp_setup(int rank, int world, int port, const char *job,
+                           int64_t timeout_ms, char *why, size_t cap) {
+  coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT;
+  coll_transport_t *t = NULL;
+  char token[64];
+  coll_status_t s;
+  snprintf(token, sizeof token, "%s-token", job);
+  cfg.rank = rank;
+  cfg.world = world;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = port;
+  cfg.job_id = job;
+  cfg.timeout_ms = timeout_ms;
+  cfg.auth_token = token;
+  s = coll_tcp_create(&cfg, &t);
+  snprintf(why, cap, "%s", coll_last_error());
+  if (t != NULL) coll_transport_destroy(t);
+  return s;
+}

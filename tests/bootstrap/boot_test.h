@@ -86,5 +86,10 @@ void bt_fail_out(int *status, char *msg, size_t cap, coll_status_t s,
  * 127.0.0.1:port of a CPU comm: RANK, WORLD_SIZE, MASTER_ADDR,
  * MASTER_PORT, COLL_BACKEND=cpu. */
 void bt_launch_env(int rank, int world, int port);
+/* One rank's TCP setup on 127.0.0.1:port under job id `job` (its token
+ * "<job>-token"), the transport destroyed at once: the status, and the
+ * last error's text in why. Any thread. */
+coll_status_t bt_tcp_setup(int rank, int world, int port, const char *job,
+                           int64_t timeout_ms, char *why, size_t cap);
 
 #endif

@@ -40,18 +40,8 @@ static void on_phase(int rank, const char *phase) {
 
 static void rank_main(int rank, int world, void *arg) {
   job_t *j = arg;
-  coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT;
-  coll_transport_t *t = NULL;
-  cfg.rank = rank;
-  cfg.world = world;
-  cfg.master_addr = "127.0.0.1";
-  cfg.master_port = j->store_port;
-  cfg.job_id = "linger";
-  cfg.timeout_ms = TIMEOUT_MS;
-  cfg.auth_token = "linger-token";
-  j->s[rank] = coll_tcp_create(&cfg, &t);
-  snprintf(j->why[rank], sizeof j->why[rank], "%s", coll_last_error());
-  if (t != NULL) coll_transport_destroy(t);
+  j->s[rank] = bt_tcp_setup(rank, world, j->store_port, "linger", TIMEOUT_MS,
+                            j->why[rank], sizeof j->why[rank]);
 }
 
 static void test_slow_readers_keep_the_store(void **state) {

@@ -41,18 +41,8 @@ static void on_served(uint64_t requests) { atomic_store(&served, requests); }
 
 static void rank_main(int rank, int world, void *arg) {
   job_t *j = arg;
-  coll_tcp_config_t cfg = COLL_TCP_CONFIG_INIT;
-  coll_transport_t *t = NULL;
-  cfg.rank = rank;
-  cfg.world = world;
-  cfg.master_addr = "127.0.0.1";
-  cfg.master_port = j->store_port;
-  cfg.job_id = "requests";
-  cfg.timeout_ms = TIMEOUT_MS;
-  cfg.auth_token = "requests-token";
-  j->s[rank] = coll_tcp_create(&cfg, &t);
-  snprintf(j->why[rank], sizeof j->why[rank], "%s", coll_last_error());
-  if (t != NULL) coll_transport_destroy(t);
+  j->s[rank] = bt_tcp_setup(rank, world, j->store_port, "requests", TIMEOUT_MS,
+                            j->why[rank], sizeof j->why[rank]);
 }
 
 /* The requests rank 0's store served for one setup of `world` ranks. */
